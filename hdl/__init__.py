@@ -1,0 +1,41 @@
+"""fetta hardware blocks (Amaranth 0.5 ``wiring.Component``s).
+
+``TOPS`` maps every block that ``fetta verilog --top NAME`` can emit to a
+factory ``"module:function"``; the function takes a :class:`gen.config.FettaConfig`
+and returns the component. ``fetta`` (the default top) is the whole accelerator.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+#: name -> "module:factory(config)" ; the Verilog module is named ``fetta_<name>``
+TOPS: dict[str, str] = {
+}
+
+#: the block ``fetta verilog`` emits without ``--top``
+DEFAULT_TOP = "fetta"
+
+
+def build_top(name: str, config):
+    """Instantiate block ``name`` for ``config`` (raises ConfigError for unknown names)."""
+    from gen.errors import ConfigError
+
+    if name not in TOPS:
+        known = ", ".join(sorted(TOPS)) or "none yet"
+        raise ConfigError(f"unknown block {name!r} (known: {known})", field="--top")
+    module, _, func = TOPS[name].partition(":")
+    return getattr(importlib.import_module(module), func)(config)
+
+
+def module_name(name: str) -> str:
+    """Verilog module name of a top (no ``__``: Verilator has had bugs with it)."""
+    return f"fetta_{name}"
+
+
+def to_verilog(name: str, config) -> str:
+    """Elaborate block ``name`` for ``config`` to Verilog text."""
+    from amaranth.back import verilog
+
+    component = build_top(name, config)
+    return verilog.convert(component, name=module_name(name), emit_src=False)

@@ -1,0 +1,1 @@
+"""cocotb testbenches (loaded by the simulator through :func:`sim.runner.run_cocotb`)."""

@@ -1,0 +1,132 @@
+"""Build (cached per design) and run cocotb testbenches on Icarus or Verilator.
+
+A simulator build is keyed by the SHA-256 of the emitted Verilog, the simulator
+and the build flags: the same design is built once and reused by every test
+and every ``fetta run`` (``build/sim/<sim>/<toplevel>-<hash>/``). A file lock
+makes concurrent pytest-xdist workers wait for one build instead of racing.
+
+Data goes to a bench through environment variables (see each bench's
+docstring); results come back through files the bench writes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from gen.errors import FettaError
+
+from . import toolchain
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD_ROOT = Path(os.environ.get("FETTA_BUILD_DIR", ROOT / "build"))
+
+
+class SimulationError(FettaError):
+    kind = "simulation"
+
+
+@dataclass
+class SimBuild:
+    """A built simulation model: where it is and how long the build took (0.0 if cached)."""
+
+    sim: str
+    toplevel: str
+    build_dir: Path
+    build_seconds: float
+    cached: bool
+
+
+@contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = ()) -> SimBuild:
+    """Build ``verilog`` (text) for ``sim`` unless an identical build exists."""
+    from cocotb_tools.runner import get_runner
+
+    toolchain.require(sim)
+    if "__" in toplevel:
+        raise SimulationError(f"top-level module name {toplevel!r} must not contain '__' (Verilator bugs)")
+    args = list(build_args)
+    if sim == "verilator":
+        args = [f"-Wno-{w}" for w in toolchain.VERILATOR_SIM_WAIVERS] + args
+    key = hashlib.sha256("\0".join([verilog, sim, toplevel, *args]).encode()).hexdigest()[:16]
+    bdir = BUILD_ROOT / "sim" / sim / f"{toplevel}-{key}"
+    marker = bdir / "build.ok"
+    with _locked(bdir.parent / f".{bdir.name}.lock"):
+        if marker.exists():
+            return SimBuild(sim, toplevel, bdir, 0.0, True)
+        bdir.mkdir(parents=True, exist_ok=True)
+        src = bdir / f"{toplevel}.v"
+        src.write_text(verilog)
+        toolchain.apply_sim_env()
+        runner = get_runner(sim)
+        t0 = time.perf_counter()
+        try:
+            runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=bdir, build_args=args,
+                         timescale=("1ns", "1ps"), always=True, log_file=bdir / "build.log")
+        except (RuntimeError, SystemExit) as exc:
+            log = (bdir / "build.log").read_text(errors="replace")[-3000:] if (bdir / "build.log").exists() else ""
+            raise SimulationError(f"{sim} build of {toplevel} failed ({exc}); log tail:\n{log}") from None
+        seconds = time.perf_counter() - t0
+        marker.write_text(f"{seconds:.3f}\n")
+    return SimBuild(sim, toplevel, bdir, seconds, False)
+
+
+_run_counter = 0
+
+
+def run(simbuild: SimBuild, test_module: str, *, env: Mapping[str, str] | None = None,
+        testcase: str | Sequence[str] | None = None, seed: int | None = None,
+        waves: bool = False) -> Path:
+    """Run the cocotb tests of ``test_module`` against a build; raise on any failure.
+
+    Returns the per-run directory (benches write their outputs there; its path is
+    in ``FETTA_RUN_DIR``).
+    """
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    global _run_counter
+    _run_counter += 1
+    run_dir = simbuild.build_dir / "runs" / f"{os.getpid()}-{_run_counter}-{time.time_ns()}"
+    run_dir.mkdir(parents=True)
+    toolchain.apply_sim_env()
+    extra = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+             "FETTA_RUN_DIR": str(run_dir)}
+    extra.update(env or {})
+    results = run_dir / "results.xml"
+    runner = get_runner(simbuild.sim)
+    log_file = run_dir / "sim.log"
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=simbuild.toplevel, build_dir=simbuild.build_dir,
+                    test_dir=run_dir, extra_env=extra, testcase=testcase, seed=seed, waves=waves,
+                    results_xml=str(results), timescale=("1ns", "1ps"), log_file=log_file)
+    except SystemExit:
+        pass  # the result file below says what happened
+    try:
+        ntests, nfailed = get_results(results)
+    except RuntimeError:
+        ntests, nfailed = 0, -1
+    if nfailed != 0 or ntests == 0:
+        tail = log_file.read_text(errors="replace")[-4000:] if log_file.exists() else ""
+        what = "terminated abnormally" if nfailed < 0 else f"{nfailed} of {ntests} cocotb tests failed"
+        raise SimulationError(f"{simbuild.sim}: {test_module} {what}; log {log_file}:\n{tail}")
+    return run_dir
+
+
+__all__ = ["SimBuild", "SimulationError", "build", "run", "BUILD_ROOT"]
