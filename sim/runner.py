@@ -113,7 +113,7 @@ def run(simbuild: SimBuild, test_module: str, *, env: Mapping[str, str] | None =
     runner = get_runner(simbuild.sim)
     log_file = run_dir / "sim.log"
     try:
-        runner.test(test_module=test_module, hdl_toplevel=simbuild.toplevel, build_dir=simbuild.build_dir,
+        runner.test(test_module=test_module, hdl_toplevel=simbuild.toplevel, hdl_toplevel_lang="verilog", build_dir=simbuild.build_dir,
                     test_dir=run_dir, extra_env=extra, testcase=testcase, seed=seed, waves=waves,
                     results_xml=str(results), timescale=("1ns", "1ps"), log_file=log_file)
     except SystemExit:
