@@ -1,0 +1,31 @@
+"""Hypothesis strategies for layer specs of every format (small sizes for exhaustive checks)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from gen.spec import parse_spec
+
+
+@st.composite
+def specs(draw, formats=("dense", "tt", "tr", "ttm", "ht", "bt", "tucker"), max_mode=4, max_modes=3,
+          max_rank=3, max_batch=3):
+    fmt = draw(st.sampled_from(formats))
+    di = draw(st.integers(1, max_modes))
+    do = di if fmt == "ttm" else draw(st.integers(1, max_modes))
+    mode = st.integers(1, max_mode)
+    in_modes = draw(st.lists(mode, min_size=di, max_size=di))
+    out_modes = draw(st.lists(mode, min_size=do, max_size=do))
+    d = {"name": "h", "format": fmt, "in_modes": in_modes, "out_modes": out_modes,
+         "batch": draw(st.integers(1, max_batch))}
+    rank = st.integers(1, max_rank)
+    if fmt != "dense":
+        D = di + do
+        if fmt in ("tt", "tr", "ttm") and draw(st.booleans()):
+            n = {"tt": D - 1, "tr": D, "ttm": di - 1}[fmt]
+            d["ranks"] = draw(st.lists(rank, min_size=n, max_size=n))
+        else:
+            d["ranks"] = draw(rank)
+    if fmt == "bt":
+        d["blocks"] = draw(st.integers(1, 3))
+    return parse_spec(d)
