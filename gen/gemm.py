@@ -1,0 +1,248 @@
+"""Tiling a dense GEMM ``Y[M, N] = A[M, K] @ B[K, N]`` over all CEs into passes of instructions.
+
+A *pass* is what one ping-pong half holds: the host writes the pass's operands
+into a half, pushes its program (one ``GEMM`` with write-back, then ``HALT``),
+starts it, and reads the bfloat16 results back from the same half. Passes
+alternate halves, so loading pass ``p + 1`` overlaps computing pass ``p``;
+the cycle counts reported are the accelerator's (host transfers are hidden by
+the ping-pong and not counted).
+
+Layouts in a half (row addresses, one row = ``lanes`` elements), for a pass
+covering ``Mc`` rows of A / Y and ``Nc`` columns of B / Y, ``MB = Mc / 4`` and
+``NB = Nc / 4`` (blocks of 4 = ``ce_rows`` = ``ce_cols`` = ``lanes``):
+
+* A (``IA``): row ``a0 + ik * RA + k * MB + mb`` holds ``A[4mb .. 4mb+3, ik*Kc + k]``
+  (A transposed in blocks of 4; ``Kc = Kp / gk`` is the depth of one CE);
+* B (``IB``): row ``b0 + ik * RB + k * NB + nb`` holds ``B[ik*Kc + k, 4nb .. 4nb+3]``;
+* Y: row ``y0 + mb * P + i * NB + nb`` holds ``Y[4mb + i, 4nb .. 4nb+3]`` (row-major
+  per block of 4 rows); the accumulation unit uses the same layout from ``0``.
+
+The gaps ``RA``, ``RB`` and ``P`` are padded so that the CEs of one cycle hit
+different banks (``RA = gm``, ``RB = gn``, ``P = gn`` modulo ``banks``).
+The grid ``(gm, gn, gk)`` is chosen to maximise utilisation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import FettaConfig
+from .errors import ConfigError, FettaError
+from .isa import GEMM_TAIL, OVERHEAD, ErrorCode, Geometry, Instr, assemble, check, gemm, halt
+
+
+class TilingError(FettaError):
+    kind = "tiling"
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b) * b
+
+
+def _pad_to_residue(x: int, r: int, mod: int) -> int:
+    """Smallest ``y >= x`` with ``y % mod == r % mod``."""
+    return x + ((r - x) % mod)
+
+
+@dataclass
+class Pass:
+    """One ping-pong pass: memory writes, program, where to read the result."""
+
+    half: int
+    m0: int
+    n0: int
+    Mc: int
+    Nc: int
+    #: (first row address, rows[n, lanes] of values) written by the host before the run
+    writes: list[tuple[int, np.ndarray]]
+    program: list[Instr]
+    y_base: int
+    y_pitch: int
+    NB: int
+
+    @property
+    def words(self) -> list[int]:
+        return assemble(self.program)
+
+
+@dataclass
+class GemmPlan:
+    M: int
+    N: int
+    K: int
+    grid: tuple[int, int, int]
+    Kp: int
+    passes: list[Pass] = field(default_factory=list)
+
+    @property
+    def macs(self) -> int:
+        """Useful MACs (no padding)."""
+        return self.M * self.N * self.K
+
+
+def check_config(config: FettaConfig) -> None:
+    """The TCU maps one memory row onto one CE edge (IA: a PE column, IB: a PE row)."""
+    if config.ce_rows != config.lanes:
+        raise ConfigError(f"must equal lanes ({config.lanes}): one IA row feeds one PE column, "
+                          f"got {config.ce_rows}", field="ce_rows")
+    if config.ce_cols != config.lanes:
+        raise ConfigError(f"must equal lanes ({config.lanes}): one IB row feeds one PE row, "
+                          f"got {config.ce_cols}", field="ce_cols")
+
+
+def _grids(E: int):
+    out = []
+    for lm in range(E.bit_length()):
+        for ln in range(E.bit_length()):
+            for lk in range(E.bit_length()):
+                if (1 << (lm + ln + lk)) == E:
+                    out.append((1 << lm, 1 << ln, 1 << lk))
+    return out
+
+
+def _layout(config: FettaConfig, Mc: int, Nc: int, Kp: int, grid) -> dict[str, int]:
+    gm, gn, gk = grid
+    Bk = config.banks
+    L = config.lanes
+    MB, NB = Mc // L, Nc // L
+    Kc = Kp // gk
+    RA = _pad_to_residue(Kc * MB, gm, Bk)
+    RB = _pad_to_residue(Kc * NB, gn, Bk)
+    P = _pad_to_residue(L * NB, gn, Bk)
+    a0 = 0
+    b0 = _ceil(a0 + gk * RA, Bk)
+    y0 = _ceil(b0 + gk * RB, Bk)
+    end = y0 + (MB - 1) * P + L * NB if MB else y0
+    return dict(MB=MB, NB=NB, Kc=Kc, RA=RA, RB=RB, P=P, a0=a0, b0=b0, y0=y0, end=end,
+                acc_end=(MB - 1) * P + L * NB)
+
+
+def _pass_cycles(config: FettaConfig, Mc: int, Nc: int, Kp: int, grid) -> int:
+    gm, gn, gk = grid
+    L = config.lanes
+    tiles = (Mc // (L * gm)) * (Nc // (L * gn))
+    Kc = Kp // gk
+    return 1 + 2 * OVERHEAD + (tiles - 1) * max(Kc, config.ce_rows) + Kc + config.ce_rows + GEMM_TAIL
+
+
+def _fits(config: FettaConfig, geo: Geometry, Mc: int, Nc: int, Kp: int, grid) -> bool:
+    lay = _layout(config, Mc, Nc, Kp, grid)
+    return lay["end"] <= geo.unified_half_rows and lay["acc_end"] <= geo.accum_rows
+
+
+def plan_gemm(config: FettaConfig, A: np.ndarray, B: np.ndarray, *, grid=None) -> GemmPlan:
+    """Split ``A @ B`` into passes for ``config`` (values must be exact in the datatype)."""
+    check_config(config)
+    geo = Geometry.of(config)
+    A = np.asarray(A)
+    B = np.asarray(B)
+    M, K = A.shape
+    K2, N = B.shape
+    if K != K2:
+        raise TilingError(f"inner sizes differ: A is {A.shape}, B is {B.shape}", field="K")
+    L = config.lanes
+    best = None
+    for g in ([tuple(grid)] if grid is not None else _grids(config.num_ces)):
+        gm, gn, gk = g
+        Kp = _ceil(K, gk)
+        Mfull, Nfull = _ceil(M, L * gm), _ceil(N, L * gn)
+        # largest pass that fits: shrink M first, then N, by halving the tile count
+        Mc, Nc = Mfull, Nfull
+        while not _fits(config, geo, Mc, Nc, Kp, g):
+            if Mc > L * gm:
+                Mc = _ceil(Mc // 2, L * gm)
+            elif Nc > L * gn:
+                Nc = _ceil(Nc // 2, L * gn)
+            else:
+                break
+        if not _fits(config, geo, Mc, Nc, Kp, g):
+            continue
+        npm, npn = -(-Mfull // Mc), -(-Nfull // Nc)
+        cycles = npm * npn * _pass_cycles(config, Mc, Nc, Kp, g)
+        if best is None or cycles < best[0]:
+            best = (cycles, g, Kp, Mc, Nc)
+    if best is None:
+        raise TilingError(f"a {M}x{K} @ {K}x{N} GEMM does not fit the unified memory even in the smallest "
+                          f"pass (K too large for {config.unified_kb} KiB)", field="K")
+    _, g, Kp, Mc, Nc = best
+    gm, gn, gk = g
+    plan = GemmPlan(M, N, K, g, Kp)
+    lay = _layout(config, Mc, Nc, Kp, g)
+    MB, NB, Kc, RA, RB, P = (lay[k] for k in ("MB", "NB", "Kc", "RA", "RB", "P"))
+    Ap = np.zeros((_ceil(M, Mc), Kp), A.dtype)
+    Ap[:M, :K] = A
+    Bp = np.zeros((Kp, _ceil(N, Nc)), B.dtype)
+    Bp[:K, :N] = B
+    ins = gemm(K=Kc, grid=g, L0=NB // gn, L1=MB // gm,
+               a=(lay["a0"], MB, 0, gm, 1, 0, RA),
+               b=(lay["b0"], NB, gn, 0, 0, 1, RB),
+               o=(0, NB, gn, gm * P, P, 1, 0),
+               w_base=lay["y0"], acc=False, wb=True)
+    err = check(ins, geo)
+    if err != ErrorCode.NONE:   # the layout rules above make this impossible
+        raise TilingError(f"internal: planned instruction fails {err.name}: {ins}", field="grid")
+    half = 0
+    for m0 in range(0, Ap.shape[0], Mc):
+        for n0 in range(0, Bp.shape[1], Nc):
+            writes = []
+            Ablk = Ap[m0:m0 + Mc]          # [Mc, Kp]
+            for ik in range(gk):
+                sub = Ablk[:, ik * Kc:(ik + 1) * Kc]        # [Mc, Kc]
+                rows = sub.T.reshape(Kc, MB, L).reshape(Kc * MB, L)
+                writes.append((lay["a0"] + ik * RA, rows))
+            Bblk = Bp[:, n0:n0 + Nc]          # [Kp, Nc]
+            for ik in range(gk):
+                sub = Bblk[ik * Kc:(ik + 1) * Kc]            # [Kc, Nc]
+                writes.append((lay["b0"] + ik * RB, sub.reshape(Kc * NB, L)))
+            plan.passes.append(Pass(half=half, m0=m0, n0=n0, Mc=Mc, Nc=Nc, writes=writes,
+                                    program=[ins, halt()], y_base=lay["y0"], y_pitch=P, NB=NB))
+            half ^= 1
+    return plan
+
+
+def read_y_rows(p: Pass) -> list[tuple[int, int]]:
+    """(first row, count) ranges of the pass's result in its half."""
+    return [(p.y_base + mb * p.y_pitch, 4 * p.NB) for mb in range(p.Mc // 4)]
+
+
+def assemble_y(plan: GemmPlan, results: list[list[np.ndarray]]) -> np.ndarray:
+    """Put the rows read per pass (in :func:`read_y_rows` order) into ``Y[M, N]``."""
+    Mp = max(p.m0 + p.Mc for p in plan.passes)
+    Np = max(p.n0 + p.Nc for p in plan.passes)
+    Y = np.zeros((Mp, Np), results[0][0].dtype)
+    for p, chunks in zip(plan.passes, results):
+        for mb, rows in enumerate(chunks):
+            blk = rows.reshape(4, p.NB * 4)       # rows i * NB + nb -> [i, 4nb + lane]
+            Y[p.m0 + 4 * mb:p.m0 + 4 * mb + 4, p.n0:p.n0 + p.Nc] = blk
+    return Y[:plan.M, :plan.N]
+
+
+def run_emulator(config: FettaConfig, plan: GemmPlan, progress=None):
+    """Execute a plan on :class:`sim.emulator.Emulator`; returns ``(Y, cycles, tcu_macs)``."""
+    from sim.emulator import Emulator
+
+    emu = Emulator(config)
+    cycles = 0
+    tcu_macs = 0
+    results = []
+    for p in plan.passes:
+        for addr, rows in p.writes:
+            emu.unified[p.half, addr:addr + rows.shape[0], :] = emu.to_elem_bits(rows)
+        emu.load_program(p.words)
+        r = emu.run(half=p.half)
+        if r.error != ErrorCode.NONE:
+            raise TilingError(f"pass at m0={p.m0}, n0={p.n0} stopped with {r.error.name} at pc {r.pc}",
+                              field="program")
+        cycles += r.cycles
+        tcu_macs += r.macs
+        results.append([emu.from_elem_bits(emu.unified[p.half, a:a + n]) for a, n in read_y_rows(p)])
+        if progress is not None:
+            progress()
+    return assemble_y(plan, results), cycles, tcu_macs
+
+
+__all__ = ["TilingError", "Pass", "GemmPlan", "plan_gemm", "check_config", "read_y_rows", "assemble_y",
+           "run_emulator"]

@@ -1,0 +1,376 @@
+"""The fetta instruction set: fields, encoding, decoding, static checks and timing.
+
+One instruction is one ``INSTR_BITS``-bit word (little-endian bit fields, see
+``docs/isa.md``). The controller (``hdl/controller.py``) and the emulator
+(``sim/emulator.py``) both execute it; everything they must agree on lives here:
+the field layout, the error codes, the static checks an instruction must pass
+before it touches any state, and the cycle count of each instruction.
+
+Opcodes
+-------
+``NOP``, ``SYNC`` (wait for the datapath to drain), ``HALT``, ``GEMM`` (one tiled
+contraction), ``LOAD`` (unified memory -> accumulation unit, widened) and
+``STORE`` (accumulation unit -> unified memory, rounded to bfloat16 RNE).
+
+GEMM (output-stationary dataflow ``OS``): the active CEs form a grid
+``gm x gn x gk`` (``c = (im * gn + in_) * gk + ik``); for every tile ``(l1, l0)``
+(``l1`` outermost) every CE streams ``K`` IA rows (4 elements of A: 4 values of
+``m`` for one ``k``) and ``K`` IB rows (4 values of ``n`` for one ``k``) and
+accumulates a ``ce_rows x ce_cols`` output tile in FP32 (sequential over ``k``,
+from ``+0``). The ``gk`` CEs of one group are then reduced pairwise (adjacent
+pairs first, a balanced tree) and each of the ``ce_rows`` result rows is written
+to (or, with ``ACC``, added to) an accumulation-unit row; with ``WB`` the updated
+row is also rounded to bfloat16 and written to the unified memory at
+``w_base + (o_addr - o_base)``.
+
+Addresses are row addresses (one row = ``lanes`` elements). In both memories
+row ``a`` lives in bank ``a % banks`` at index ``a // banks``; unified-memory
+addresses of instructions are within the active ping-pong half.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Iterable, Sequence
+
+from .config import FettaConfig
+from .errors import FettaError
+
+INSTR_BITS = 512
+ADDR_BITS = 20
+STRIDE_BITS = 16
+BOUND_BITS = 16
+
+
+class Opcode(enum.IntEnum):
+    NOP = 0
+    HALT = 1
+    SYNC = 2
+    GEMM = 3
+    LOAD = 4
+    STORE = 5
+
+
+class Dataflow(enum.IntEnum):
+    #: output stationary: Psums stay in the PEs for K steps (the only one the TCU executes now)
+    OS = 0
+    #: weight stationary (reserved: decodes to ERR_MODE)
+    WS = 1
+    #: input stationary (reserved: decodes to ERR_MODE)
+    IS = 2
+
+
+class Flag(enum.IntFlag):
+    #: add the tile results to the accumulation unit instead of overwriting
+    ACC = 1
+    #: also write the updated rows, rounded to bfloat16, to the unified memory
+    WB = 2
+
+
+class ErrorCode(enum.IntEnum):
+    NONE = 0
+    #: opcode not in :class:`Opcode`
+    ILLEGAL_OPCODE = 1
+    #: a unified-memory address is outside the active half
+    UNIFIED_RANGE = 2
+    #: an accumulation-unit address is outside the unit
+    ACCUM_RANGE = 3
+    #: two different rows of one bank are needed in the same cycle
+    BANK_CONFLICT = 4
+    #: unsupported dataflow, CE grid larger than the TCU, or a zero loop bound
+    BAD_SHAPE = 5
+    #: the program ran off the end of the instruction memory without HALT
+    PC_OVERFLOW = 6
+
+
+#: (name, bits) of every field, in bit order from bit 0. Operand field groups are
+#: ``<op>_base`` then the strides of the levels ``k, l0, l1, m, n, r``; for the
+#: output ``o`` the ``k`` slot is the stride between the CE's result rows.
+LEVELS = ("k", "l0", "l1", "m", "n", "r")
+_FIELDS: list[tuple[str, int]] = [
+    ("opcode", 4), ("flags", 4), ("mode", 3), ("log_gm", 3), ("log_gn", 3), ("log_gk", 3),
+    ("K", BOUND_BITS), ("L0", BOUND_BITS), ("L1", BOUND_BITS),
+]
+for _op in ("a", "b", "o"):
+    _FIELDS.append((f"{_op}_base", ADDR_BITS))
+    _FIELDS += [(f"{_op}_s{lv}", STRIDE_BITS) for lv in LEVELS]
+_FIELDS.append(("w_base", ADDR_BITS))
+# LOAD / STORE reuse: src = a_base / a_sk (stride per row), dst = o_base / o_sk, count = K chunks
+LAYOUT: dict[str, tuple[int, int]] = {}
+_pos = 0
+for _name, _bits in _FIELDS:
+    LAYOUT[_name] = (_pos, _bits)
+    _pos += _bits
+assert _pos <= INSTR_BITS, _pos
+USED_BITS = _pos
+
+
+class IsaError(FettaError):
+    kind = "isa"
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One decoded instruction (all fields; unused ones are 0)."""
+
+    opcode: int = Opcode.NOP
+    flags: int = 0
+    mode: int = Dataflow.OS
+    log_gm: int = 0
+    log_gn: int = 0
+    log_gk: int = 0
+    K: int = 1
+    L0: int = 1
+    L1: int = 1
+    a_base: int = 0
+    a_sk: int = 0
+    a_sl0: int = 0
+    a_sl1: int = 0
+    a_sm: int = 0
+    a_sn: int = 0
+    a_sr: int = 0
+    b_base: int = 0
+    b_sk: int = 0
+    b_sl0: int = 0
+    b_sl1: int = 0
+    b_sm: int = 0
+    b_sn: int = 0
+    b_sr: int = 0
+    o_base: int = 0
+    o_sk: int = 0
+    o_sl0: int = 0
+    o_sl1: int = 0
+    o_sm: int = 0
+    o_sn: int = 0
+    o_sr: int = 0
+    w_base: int = 0
+
+    def __post_init__(self) -> None:
+        for name, (_, bits) in LAYOUT.items():
+            v = getattr(self, name)
+            if not isinstance(v, int) or not 0 <= v < (1 << bits):
+                raise IsaError(f"must be an integer in [0, 2**{bits}), got {v!r}", field=name)
+
+    @property
+    def gm(self) -> int:
+        return 1 << self.log_gm
+
+    @property
+    def gn(self) -> int:
+        return 1 << self.log_gn
+
+    @property
+    def gk(self) -> int:
+        return 1 << self.log_gk
+
+    def encode(self) -> int:
+        word = 0
+        for name, (pos, bits) in LAYOUT.items():
+            word |= int(getattr(self, name)) << pos
+        return word
+
+    def __str__(self) -> str:
+        try:
+            op = Opcode(self.opcode).name
+        except ValueError:
+            op = f"OP{self.opcode}"
+        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)
+                 if f.name != "opcode" and getattr(self, f.name) != f.default]
+        return f"{op} " + " ".join(parts)
+
+
+def decode(word: int) -> Instr:
+    """Split an instruction word into its fields (never fails: checks come later)."""
+    if not 0 <= word < (1 << INSTR_BITS):
+        raise IsaError(f"instruction word must fit {INSTR_BITS} bits", field="word")
+    values = {name: (word >> pos) & ((1 << bits) - 1) for name, (pos, bits) in LAYOUT.items()}
+    return Instr(**values)
+
+
+# --- assembler helpers ---------------------------------------------------------------
+def nop() -> Instr:
+    return Instr(opcode=Opcode.NOP)
+
+
+def halt() -> Instr:
+    return Instr(opcode=Opcode.HALT)
+
+
+def sync() -> Instr:
+    return Instr(opcode=Opcode.SYNC)
+
+
+def gemm(*, K: int, grid: tuple[int, int, int] = (1, 1, 1), L0: int = 1, L1: int = 1,
+         a: Sequence[int] = (0,), b: Sequence[int] = (0,), o: Sequence[int] = (0,),
+         w_base: int = 0, acc: bool = False, wb: bool = False, mode: int = Dataflow.OS) -> Instr:
+    """A GEMM instruction. ``a``/``b``/``o`` are ``(base, s_k, s_l0, s_l1, s_m, s_n, s_r)``
+    (trailing strides may be left out); ``grid = (gm, gn, gk)``, each a power of two."""
+    kw: dict[str, int] = {}
+    for name, g in zip(("gm", "gn", "gk"), grid):
+        if g < 1 or g & (g - 1):
+            raise IsaError(f"must be a power of two, got {g}", field=name)
+        kw[f"log_{name}"] = g.bit_length() - 1
+    for op, vals in (("a", a), ("b", b), ("o", o)):
+        vals = list(vals) + [0] * (7 - len(vals))
+        kw[f"{op}_base"] = vals[0]
+        for lv, v in zip(LEVELS, vals[1:]):
+            kw[f"{op}_s{lv}"] = v
+    flags = (Flag.ACC if acc else 0) | (Flag.WB if wb else 0)
+    return Instr(opcode=Opcode.GEMM, flags=int(flags), mode=int(mode), K=K, L0=L0, L1=L1,
+                 w_base=w_base, **kw)
+
+
+def load(*, src: int, dst: int, chunks: int, src_stride: int = 1, dst_stride: int = 1) -> Instr:
+    """``chunks * banks`` rows, unified ``src + i*src_stride`` -> accumulation ``dst + i*dst_stride``."""
+    return Instr(opcode=Opcode.LOAD, K=chunks, a_base=src, a_sk=src_stride, o_base=dst, o_sk=dst_stride)
+
+
+def store(*, src: int, dst: int, chunks: int, src_stride: int = 1, dst_stride: int = 1) -> Instr:
+    """``chunks * banks`` rows, accumulation ``src + i*src_stride`` -> unified ``dst + i*dst_stride``."""
+    return Instr(opcode=Opcode.STORE, K=chunks, o_base=src, o_sk=src_stride, a_base=dst, a_sk=dst_stride)
+
+
+def assemble(program: Iterable[Instr]) -> list[int]:
+    return [i.encode() for i in program]
+
+
+# --- geometry shared by the controller and the emulator ------------------------------
+@dataclass(frozen=True)
+class Geometry:
+    """Sizes the ISA needs from a configuration."""
+
+    banks: int
+    lanes: int
+    ces: int
+    ce_rows: int
+    ce_cols: int
+    unified_half_rows: int
+    accum_rows: int
+    imem_depth: int
+
+    @classmethod
+    def of(cls, config: FettaConfig) -> "Geometry":
+        half = config.unified_rows_per_bank // 2
+        return cls(banks=config.banks, lanes=config.lanes, ces=config.num_ces, ce_rows=config.ce_rows,
+                   ce_cols=config.ce_cols, unified_half_rows=half * config.banks,
+                   accum_rows=config.accum_rows_per_bank * config.banks, imem_depth=config.imem_depth)
+
+
+def ce_offsets(ins: Instr, op: str) -> list[int]:
+    """Per active CE (index ``c``), the spatial part of operand ``op``'s address."""
+    out = []
+    sm, sn, sr = (getattr(ins, f"{op}_s{lv}") for lv in ("m", "n", "r"))
+    for im in range(ins.gm):
+        for in_ in range(ins.gn):
+            for ik in range(ins.gk):
+                out.append(im * sm + in_ * sn + ik * sr)
+    return out
+
+
+def group_offsets(ins: Instr) -> list[int]:
+    """Per reduction group ``g = im * gn + in_``, the spatial part of the output address."""
+    return [im * ins.o_sm + in_ * ins.o_sn for im in range(ins.gm) for in_ in range(ins.gn)]
+
+
+def temporal_max(ins: Instr, op: str, k_bound: int) -> int:
+    return ((k_bound - 1) * getattr(ins, f"{op}_sk") + (ins.L0 - 1) * getattr(ins, f"{op}_sl0")
+            + (ins.L1 - 1) * getattr(ins, f"{op}_sl1"))
+
+
+def _conflict(offsets: Sequence[int], banks: int, *, writes: bool = False) -> bool:
+    """Two ports need one bank in one cycle: reads of the same row share it (multicast),
+    writes never do (two writers of one row would race)."""
+    seen: dict[int, int] = {}
+    for off in offsets:
+        b = off % banks
+        if b in seen and (writes or seen[b] != off):
+            return True
+        seen[b] = off
+    return False
+
+
+def check(ins: Instr, geo: Geometry) -> ErrorCode:
+    """The static checks the controller makes before executing ``ins`` (in this order).
+
+    Every address an instruction generates is ``base + temporal + spatial`` with
+    unsigned strides, so the range check of the largest address and the bank
+    check of the spatial offsets (the temporal part is common to all ports in a
+    cycle) are exact: an instruction that passes never conflicts or overflows.
+    """
+    try:
+        op = Opcode(ins.opcode)
+    except ValueError:
+        return ErrorCode.ILLEGAL_OPCODE
+    if op in (Opcode.NOP, Opcode.HALT, Opcode.SYNC):
+        return ErrorCode.NONE
+    if op == Opcode.GEMM:
+        if (ins.mode != Dataflow.OS or ins.gm * ins.gn * ins.gk > geo.ces or ins.K == 0 or ins.L0 == 0
+                or ins.L1 == 0):
+            return ErrorCode.BAD_SHAPE
+        for o in ("a", "b"):
+            if getattr(ins, f"{o}_base") + temporal_max(ins, o, ins.K) + max(ce_offsets(ins, o)) \
+                    >= geo.unified_half_rows:
+                return ErrorCode.UNIFIED_RANGE
+        omax = temporal_max(ins, "o", geo.ce_rows) + max(group_offsets(ins))
+        if ins.o_base + omax >= geo.accum_rows:
+            return ErrorCode.ACCUM_RANGE
+        if ins.flags & Flag.WB and ins.w_base + omax >= geo.unified_half_rows:
+            return ErrorCode.UNIFIED_RANGE
+        if _conflict(ce_offsets(ins, "a"), geo.banks) or _conflict(ce_offsets(ins, "b"), geo.banks) \
+                or _conflict(group_offsets(ins), geo.banks, writes=True):
+            return ErrorCode.BANK_CONFLICT
+        return ErrorCode.NONE
+    # LOAD / STORE: chunk c moves rows c*banks + j, j = 0..banks-1, in one cycle
+    if ins.K == 0:
+        return ErrorCode.BAD_SHAPE
+    rows = ins.K * geo.banks
+    umax = ins.a_base + (rows - 1) * ins.a_sk
+    amax = ins.o_base + (rows - 1) * ins.o_sk
+    if umax >= geo.unified_half_rows:
+        return ErrorCode.UNIFIED_RANGE
+    if amax >= geo.accum_rows:
+        return ErrorCode.ACCUM_RANGE
+    write_unified = ins.opcode == Opcode.STORE
+    if _conflict([j * ins.a_sk for j in range(geo.banks)], geo.banks, writes=write_unified) or \
+            _conflict([j * ins.o_sk for j in range(geo.banks)], geo.banks, writes=not write_unified):
+        return ErrorCode.BANK_CONFLICT
+    return ErrorCode.NONE
+
+
+# --- timing (the controller's FSM; the emulator counts with the same rules) ----------
+#: cycles every instruction spends in FETCH, DECODE and CHECK before it executes
+OVERHEAD = 3
+#: GEMM: cycles from the last PE update to the last accumulation-unit write
+GEMM_TAIL = 3
+#: LOAD/STORE: pipeline latency after the last chunk is issued
+MOVE_TAIL = 2
+
+
+def tile_period(ins: Instr, geo: Geometry) -> int:
+    """Cycles between the starts of consecutive tiles: ``max(K, ce_rows)``: the
+    double-buffered Psum registers must be drained (one row per cycle) first."""
+    return max(ins.K, geo.ce_rows)
+
+
+def exec_cycles(ins: Instr, geo: Geometry) -> int:
+    """Cycles after CHECK (HALT: 0; the start costs one more cycle, see :func:`program_cycles`)."""
+    op = ins.opcode
+    if op == Opcode.GEMM:
+        tiles = ins.L0 * ins.L1
+        return (tiles - 1) * tile_period(ins, geo) + ins.K + geo.ce_rows + GEMM_TAIL
+    if op in (Opcode.LOAD, Opcode.STORE):
+        return ins.K + MOVE_TAIL
+    return 0
+
+
+def gemm_macs(ins: Instr, geo: Geometry) -> int:
+    """MACs the TCU performs for a GEMM (padding included)."""
+    return ins.gm * ins.gn * ins.gk * ins.L0 * ins.L1 * ins.K * geo.ce_rows * geo.ce_cols
+
+
+__all__ = ["INSTR_BITS", "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "Instr", "IsaError", "decode",
+           "nop", "halt", "sync", "gemm", "load", "store", "assemble", "Geometry", "check", "ce_offsets",
+           "group_offsets", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles", "gemm_macs",
+           "replace", "field"]

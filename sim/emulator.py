@@ -1,0 +1,231 @@
+"""Instruction-level emulator of the fetta accelerator: bit-exact and cycle-exact with the RTL.
+
+It executes the instruction words of :mod:`gen.isa` on a memory image laid out
+exactly as the RTL holds it, with the same arithmetic order:
+
+* a CE's Psum is a sequential FP32 MAC chain over ``k`` starting from ``+0``
+  (:func:`sim.bf16.bf16_mac`: product rounded first, then the add; DAZ/FTZ);
+* the ``gk`` CEs of a reduction group are summed as a balanced tree of adjacent
+  pairs (``((c0+c1)+(c2+c3))+...``), the reduction network's adder switches;
+* the accumulation unit adds the old row first: ``old + psum``;
+* write-back and ``STORE`` round FP32 to bfloat16 (RNE), ``LOAD`` widens.
+
+In the integer mode products are exact and sums wrap to ``int_acc_width`` bits;
+write-back keeps the low ``int_width`` bits.
+
+The emulator is vectorised over tiles, CEs and PEs (the ``k`` loop and the
+write-back order stay sequential), so it is the fast reference that ``fetta run
+--sim emulator`` and the compiler drive.
+
+Memory images: ``unified[half, addr, lane]`` and ``accum[addr, lane]`` hold raw
+bit patterns (``uint64``): bfloat16 / FP32 bits, or two's-complement integers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gen.config import FettaConfig
+from gen.isa import (OVERHEAD, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode, exec_cycles,
+                     gemm_macs, group_offsets)
+
+from . import bf16 as fp
+
+#: cycles from ``start`` to the first FETCH (the controller latches the start request)
+START_CYCLES = 1
+
+
+@dataclass
+class RunResult:
+    """What one program run did."""
+
+    cycles: int
+    macs: int
+    error: ErrorCode
+    pc: int
+    instructions: int
+
+
+class Emulator:
+    """The accelerator's architectural state and an executor for instruction words."""
+
+    def __init__(self, config: FettaConfig):
+        self.config = config
+        self.geo = Geometry.of(config)
+        self.is_float = config.datatype == "bf16"
+        g = self.geo
+        self.unified = np.zeros((2, g.unified_half_rows, g.lanes), np.uint64)
+        self.accum = np.zeros((g.accum_rows, g.lanes), np.uint64)
+        if not self.is_float and config.int_acc_width > 64:
+            from gen.errors import ConfigError
+            raise ConfigError("the emulator holds integer accumulators in 64 bits; must be <= 64",
+                              field="int_acc_width")
+        #: the instruction memory (zeros decode as NOP); the host writes it with :meth:`load_program`
+        self.imem: list[int] = [0] * g.imem_depth
+        self.elem_bits = config.elem_bits
+        self.acc_bits = config.acc_bits
+
+    # --- host side -----------------------------------------------------------------
+    def load_program(self, words, at: int = 0) -> None:
+        """Write instruction words to the instruction memory from slot ``at`` (the rest is kept)."""
+        words = [int(w) for w in words]
+        if at + len(words) > self.geo.imem_depth:
+            raise ValueError(f"program of {len(words)} instructions exceeds imem_depth {self.geo.imem_depth}")
+        self.imem[at:at + len(words)] = words
+
+    # value <-> bit-pattern helpers ---------------------------------------------------
+    def to_elem_bits(self, values: np.ndarray) -> np.ndarray:
+        """Operand values (float32 exactly bf16, or integers) -> stored bit patterns."""
+        if self.is_float:
+            return fp.bf16_bits(fp.f32_to_bf16(np.asarray(values, np.float32))).astype(np.uint64)
+        v = np.asarray(values, np.int64)
+        return (v & ((1 << self.elem_bits) - 1)).astype(np.uint64)
+
+    def from_elem_bits(self, bits: np.ndarray) -> np.ndarray:
+        if self.is_float:
+            return fp.bf16_from_bits(np.asarray(bits, np.uint64).astype(np.uint16)).astype(np.float32)
+        return _signed(np.asarray(bits, np.uint64), self.elem_bits)
+
+    def from_acc_bits(self, bits: np.ndarray) -> np.ndarray:
+        if self.is_float:
+            return fp.f32_from_bits(np.asarray(bits, np.uint64).astype(np.uint32))
+        return _signed(np.asarray(bits, np.uint64), self.acc_bits)
+
+    # --- execution -----------------------------------------------------------------
+    def run(self, half: int = 0) -> RunResult:
+        """Execute the program from pc 0 on ping-pong half ``half`` until HALT or an error."""
+        cycles = START_CYCLES
+        macs = 0
+        pc = 0
+        n = 0
+        while True:
+            if pc >= self.geo.imem_depth:
+                return RunResult(cycles, macs, ErrorCode.PC_OVERFLOW, pc, n)
+            ins = decode(self.imem[pc])
+            cycles += OVERHEAD
+            n += 1
+            err = check(ins, self.geo)
+            if err != ErrorCode.NONE:
+                return RunResult(cycles, macs, err, pc, n)
+            if ins.opcode == Opcode.HALT:
+                return RunResult(cycles, macs, ErrorCode.NONE, pc, n)
+            if ins.opcode == Opcode.GEMM:
+                self._gemm(ins, half)
+                macs += gemm_macs(ins, self.geo)
+            elif ins.opcode == Opcode.LOAD:
+                self._load(ins, half)
+            elif ins.opcode == Opcode.STORE:
+                self._store(ins, half)
+            cycles += exec_cycles(ins, self.geo)
+            pc += 1
+
+    # --- instructions ----------------------------------------------------------------
+    def _tiles(self, ins: Instr, op: str) -> np.ndarray:
+        """Temporal address part of every tile (l1 outer, l0 inner) for operand ``op``."""
+        l1, l0 = np.meshgrid(np.arange(ins.L1), np.arange(ins.L0), indexing="ij")
+        return (l0 * getattr(ins, f"{op}_sl0") + l1 * getattr(ins, f"{op}_sl1")).reshape(-1)
+
+    def _gather(self, ins: Instr, op: str, half: int) -> np.ndarray:
+        """Rows streamed to every CE: ``[tiles, ces, K, lanes]`` (bit patterns)."""
+        addr = (getattr(ins, f"{op}_base") + self._tiles(ins, op)[:, None, None]
+                + np.asarray(ce_offsets(ins, op))[None, :, None]
+                + np.arange(ins.K)[None, None, :] * getattr(ins, f"{op}_sk"))
+        return self.unified[half][addr]
+
+    def _gemm(self, ins: Instr, half: int) -> None:
+        g = self.geo
+        A = self._gather(ins, "a", half)[..., : g.ce_rows]   # [T, E, K, R]
+        B = self._gather(ins, "b", half)[..., : g.ce_cols]   # [T, E, K, C]
+        T, E, K = A.shape[:3]
+        if self.is_float:
+            Af = fp.bf16_to_f32(fp.bf16_from_bits(A.astype(np.uint16)))
+            Bf = fp.bf16_to_f32(fp.bf16_from_bits(B.astype(np.uint16)))
+            acc = np.zeros((T, E, g.ce_rows, g.ce_cols), np.float32)
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                for k in range(K):
+                    prod = fp.ftz32(Af[:, :, k, :, None] * Bf[:, :, k, None, :])
+                    acc = fp.ftz32(acc + prod)   # acc and prod are already flushed
+            psum = acc.reshape(T, E // ins.gk, ins.gk, g.ce_rows, g.ce_cols)
+            while psum.shape[2] > 1:
+                psum = fp.f32_add(psum[:, :, 0::2], psum[:, :, 1::2])
+            psum_bits = fp.f32_bits(psum[:, :, 0]).astype(np.uint64)   # [T, G, R, C]
+        else:
+            Ai = _signed(A, self.elem_bits)
+            Bi = _signed(B, self.elem_bits)
+            acc = np.einsum("tekr,tekc->terc", Ai, Bi)   # int64 wraps mod 2**64, a multiple of 2**acc_bits
+            psum = acc.reshape(T, E // ins.gk, ins.gk, g.ce_rows, g.ce_cols).sum(axis=2)
+            psum_bits = (psum & ((1 << self.acc_bits) - 1)).astype(np.uint64)
+        o_tiles = self._tiles(ins, "o")
+        goff = np.asarray(group_offsets(ins))
+        accumulate = bool(ins.flags & Flag.ACC)
+        write_back = bool(ins.flags & Flag.WB)
+        for t in range(T):
+            for i in range(g.ce_rows):
+                addr = ins.o_base + o_tiles[t] + goff + i * ins.o_sk
+                new = psum_bits[t, :, i, :]
+                if accumulate:
+                    new = self._acc_add(self.accum[addr], new)
+                self.accum[addr] = new
+                if write_back:
+                    self.unified[half][ins.w_base + (addr - ins.o_base)] = self._narrow(new)
+
+    def _acc_add(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+        if self.is_float:
+            s = fp.f32_add(fp.f32_from_bits(old.astype(np.uint32)), fp.f32_from_bits(new.astype(np.uint32)))
+            return fp.f32_bits(s).astype(np.uint64)
+        return (old + new) & np.uint64((1 << self.acc_bits) - 1)
+
+    def _narrow(self, acc_bits: np.ndarray) -> np.ndarray:
+        """Accumulator row -> unified-memory row (RNE to bf16, or the low integer bits)."""
+        if self.is_float:
+            return fp.bf16_bits(fp.f32_to_bf16(fp.f32_from_bits(acc_bits.astype(np.uint32)))).astype(np.uint64)
+        return acc_bits & np.uint64((1 << self.elem_bits) - 1)
+
+    def _widen(self, elem_bits: np.ndarray) -> np.ndarray:
+        if self.is_float:
+            f = fp.bf16_to_f32(fp.bf16_from_bits(elem_bits.astype(np.uint16)))
+            return fp.f32_bits(f).astype(np.uint64)
+        v = _signed(elem_bits, self.elem_bits)
+        return (v & ((1 << self.acc_bits) - 1)).astype(np.uint64)
+
+    def _move_rows(self, ins: Instr) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.arange(ins.K * self.geo.banks)
+        return ins.a_base + rows * ins.a_sk, ins.o_base + rows * ins.o_sk
+
+    def _load(self, ins: Instr, half: int) -> None:
+        u, a = self._move_rows(ins)
+        for c in range(ins.K):   # chunk order matters when rows overlap
+            sl = slice(c * self.geo.banks, (c + 1) * self.geo.banks)
+            self.accum[a[sl]] = self._widen(self.unified[half][u[sl]])
+
+    def _store(self, ins: Instr, half: int) -> None:
+        u, a = self._move_rows(ins)
+        for c in range(ins.K):
+            sl = slice(c * self.geo.banks, (c + 1) * self.geo.banks)
+            self.unified[half][u[sl]] = self._narrow(self.accum[a[sl]])
+
+
+def _signed(bits: np.ndarray, width: int) -> np.ndarray:
+    v = np.asarray(bits, np.uint64).astype(np.int64)
+    if width < 64:
+        v = v & ((1 << width) - 1)
+        v = np.where(v >= (1 << (width - 1)), v - (1 << width), v)
+    return v
+
+
+def program_cycles(words, config: FettaConfig) -> int:
+    """Cycles of a program that runs to HALT without errors (no state needed)."""
+    geo = Geometry.of(config)
+    cycles = START_CYCLES
+    for w in words:
+        ins = decode(int(w))
+        cycles += OVERHEAD
+        if ins.opcode == Opcode.HALT:
+            return cycles
+        cycles += exec_cycles(ins, geo)
+    raise ValueError("program has no HALT")
+
+
+__all__ = ["Emulator", "RunResult", "program_cycles", "START_CYCLES"]
