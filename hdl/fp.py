@@ -1,0 +1,263 @@
+"""Combinational bfloat16 / FP32 arithmetic, bit-exact with :mod:`sim.bf16`.
+
+The three blocks implement the numerics decided in ``sim/bf16.py``:
+round to nearest, ties to even; subnormal inputs treated as signed zero (DAZ)
+and subnormal results flushed to signed zero (FTZ); every NaN result is the
+canonical quiet NaN (``0x7FC00000`` / ``0x7FC0``); IEEE rules for infinities
+and signed zeros (``x + (-x) = +0``, ``(-0) + (-0) = -0``).
+
+All three are purely combinational so that each user places its own pipeline
+registers (the PE registers the product between :class:`BF16Mul` and
+:class:`FP32Add`). Their logic depth is stated in each docstring; the adder is
+the long path (alignment shift, 28-bit add, leading-zero count, normalising
+shift, rounding increment) and is the block to pipeline first when a clock
+target is not met.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["BF16Mul", "FP32Add", "FP32ToBF16", "F32_QNAN", "BF16_QNAN"]
+
+#: canonical quiet NaN of FP32
+F32_QNAN = 0x7FC00000
+#: canonical quiet NaN of bfloat16
+BF16_QNAN = 0x7FC0
+
+
+class BF16Mul(wiring.Component):
+    """bfloat16 x bfloat16 -> FP32 product, combinational.
+
+    The product of two 8-bit significands has at most 16 significant bits, so
+    it is exact in FP32: no rounding logic is needed, only overflow to
+    infinity (biased exponent >= 255) and flush of results below ``2**-126``
+    (biased exponent <= 0, always exactly representable as a subnormal, then
+    flushed as the reference does).
+
+    Ports
+    -----
+    a, b : In(16)
+        bfloat16 operands (bit patterns).
+    o : Out(32)
+        FP32 product, valid in the same cycle (no registers).
+
+    Logic depth: one 8x8 unsigned multiplier in parallel with a 9-bit exponent
+    adder, then a 1-bit normalisation mux and the special-case muxes.
+    """
+
+    def __init__(self):
+        super().__init__({"a": In(16), "b": In(16), "o": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        sa, ea, fa = self.a[15], self.a[7:15], self.a[0:7]
+        sb, eb, fb = self.b[15], self.b[7:15], self.b[0:7]
+        sign = Signal(name="sign")
+        m.d.comb += sign.eq(sa ^ sb)
+
+        # DAZ: exponent 0 means zero whatever the fraction says.
+        a_zero, b_zero = Signal(name="a_zero"), Signal(name="b_zero")
+        a_inf, b_inf = Signal(name="a_inf"), Signal(name="b_inf")
+        a_nan, b_nan = Signal(name="a_nan"), Signal(name="b_nan")
+        m.d.comb += [
+            a_zero.eq(ea == 0), b_zero.eq(eb == 0),
+            a_inf.eq((ea == 0xFF) & (fa == 0)), b_inf.eq((eb == 0xFF) & (fb == 0)),
+            a_nan.eq((ea == 0xFF) & (fa != 0)), b_nan.eq((eb == 0xFF) & (fb != 0)),
+        ]
+
+        prod = Signal(16, name="prod")  # 1.fa * 1.fb in [1, 4), 14 fraction bits
+        m.d.comb += prod.eq(Cat(fa, Const(1, 1)) * Cat(fb, Const(1, 1)))
+        # biased result exponent before normalisation, signed: ea + eb - 127 in [-125, 383]
+        exp0 = Signal(range(-256, 512), name="exp0")
+        m.d.comb += exp0.eq(ea + eb - 127)
+        exp = Signal(range(-256, 512), name="exp")
+        frac = Signal(23, name="frac")
+        with m.If(prod[15]):
+            m.d.comb += [exp.eq(exp0 + 1), frac.eq(Cat(Const(0, 8), prod[0:15]))]
+        with m.Else():
+            m.d.comb += [exp.eq(exp0), frac.eq(Cat(Const(0, 9), prod[0:14]))]
+
+        with m.If(a_nan | b_nan | (a_zero & b_inf) | (a_inf & b_zero)):
+            m.d.comb += self.o.eq(F32_QNAN)
+        with m.Elif(a_inf | b_inf):
+            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
+        with m.Elif(a_zero | b_zero | (exp <= 0)):
+            m.d.comb += self.o.eq(Cat(Const(0, 31), sign))
+        with m.Elif(exp >= 0xFF):
+            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
+        with m.Else():
+            m.d.comb += self.o.eq(Cat(frac, exp[0:8], sign))
+        return m
+
+
+def _leading_zeros(m: Module, value, name: str):
+    """Priority encoder: number of leading zeros of ``value`` (width if all zero)."""
+    width = len(value)
+    lz = Signal(range(width + 1), name=name)
+    m.d.comb += lz.eq(width)
+    # later assignments win: scan from the LSB up so the highest set bit decides
+    for i in range(width):
+        with m.If(value[i]):
+            m.d.comb += lz.eq(width - 1 - i)
+    return lz
+
+
+class FP32Add(wiring.Component):
+    """FP32 + FP32 -> FP32, round to nearest even, combinational.
+
+    Classic guard/round/sticky datapath: operands are ordered by magnitude,
+    the smaller significand is aligned right into a 27-bit field whose last
+    bit is the sticky OR of everything shifted out, the 28-bit sum or
+    difference is normalised (one right shift on carry, or a left shift by
+    the leading-zero count after cancellation) and rounded ties-to-even.
+    Cancellation by more than one bit only happens when the exponents differ
+    by at most one, where the difference is exact, so three extra bits are
+    enough for correct rounding. Results below ``2**-126`` are exact and are
+    flushed to a zero of the result's sign; exact cancellation gives ``+0``.
+
+    Ports
+    -----
+    a, b : In(32)
+        FP32 operands (bit patterns).
+    o : Out(32)
+        FP32 sum, valid in the same cycle (no registers).
+
+    Logic depth (the critical path of the PE): 31-bit magnitude compare and
+    swap, 8-bit exponent subtract, 27-bit barrel shift right with sticky,
+    28-bit add/subtract, 27-bit leading-zero count, 27-bit barrel shift left,
+    24-bit rounding increment, special-case muxes. At 1 GHz in a real process
+    this needs two or three pipeline stages; the PE keeps it in one stage
+    because the output-stationary accumulator feeds back every cycle.
+    """
+
+    def __init__(self):
+        super().__init__({"a": In(32), "b": In(32), "o": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+
+        def unpack(x, tag):
+            s, e, f = x[31], x[23:31], x[0:23]
+            zero, inf, nan = Signal(name=f"{tag}_zero"), Signal(name=f"{tag}_inf"), Signal(name=f"{tag}_nan")
+            m.d.comb += [zero.eq(e == 0), inf.eq((e == 0xFF) & (f == 0)), nan.eq((e == 0xFF) & (f != 0))]
+            return s, e, f, zero, inf, nan
+
+        sa, ea, fa, a_zero, a_inf, a_nan = unpack(self.a, "a")
+        sb, eb, fb, b_zero, b_inf, b_nan = unpack(self.b, "b")
+
+        # order by magnitude (exponent, fraction): x is the larger one
+        swap = Signal(name="swap")
+        m.d.comb += swap.eq(Cat(fb, eb) > Cat(fa, ea))
+        sx, ex, fx = Signal(name="sx"), Signal(8, name="ex"), Signal(23, name="fx")
+        sy, ey, fy = Signal(name="sy"), Signal(8, name="ey"), Signal(23, name="fy")
+        m.d.comb += [
+            sx.eq(Mux(swap, sb, sa)), ex.eq(Mux(swap, eb, ea)), fx.eq(Mux(swap, fb, fa)),
+            sy.eq(Mux(swap, sa, sb)), ey.eq(Mux(swap, ea, eb)), fy.eq(Mux(swap, fa, fb)),
+        ]
+        # significands with hidden bit and three extra bits (guard, round, sticky)
+        mx = Signal(27, name="mx")
+        my = Signal(27, name="my")
+        m.d.comb += [mx.eq(Cat(Const(0, 3), fx, Const(1, 1))), my.eq(Cat(Const(0, 3), fy, Const(1, 1)))]
+        diff = Signal(8, name="exp_diff")
+        m.d.comb += diff.eq(ex - ey)
+        shamt = Signal(range(28), name="align_shift")
+        m.d.comb += shamt.eq(Mux(diff > 27, 27, diff))
+        my_shifted = Signal(27, name="my_shifted")
+        sticky = Signal(name="align_sticky")
+        m.d.comb += [
+            my_shifted.eq(my >> shamt),
+            sticky.eq(((my_shifted << shamt)[0:27]) != my),
+        ]
+        my_aligned = Signal(27, name="my_aligned")
+        m.d.comb += my_aligned.eq(my_shifted | sticky)
+
+        subtract = Signal(name="subtract")
+        m.d.comb += subtract.eq(sx ^ sy)
+        raw = Signal(28, name="raw_sum")
+        m.d.comb += raw.eq(Mux(subtract, mx - my_aligned, mx + my_aligned))
+
+        # normalise to a 27-bit value with the leading one at bit 26
+        norm = Signal(27, name="norm")
+        norm_exp = Signal(range(-32, 512), name="norm_exp")
+        lz = _leading_zeros(m, raw[0:27], "lzc")
+        with m.If(raw[27]):
+            m.d.comb += [norm.eq(Cat(raw[1] | raw[0], raw[2:28])), norm_exp.eq(ex + 1)]
+        with m.Else():
+            m.d.comb += [norm.eq((raw[0:27] << lz)[0:27]), norm_exp.eq(ex - lz)]
+
+        # round to nearest, ties to even
+        lsb, guard, rnd, stk = norm[3], norm[2], norm[1], norm[0]
+        round_up = Signal(name="round_up")
+        m.d.comb += round_up.eq(guard & (rnd | stk | lsb))
+        rounded = Signal(25, name="rounded")  # 1.f plus a possible carry out
+        m.d.comb += rounded.eq(norm[3:27] + round_up)
+        res_exp = Signal(range(-32, 512), name="res_exp")
+        res_frac = Signal(23, name="res_frac")
+        with m.If(rounded[24]):
+            m.d.comb += [res_exp.eq(norm_exp + 1), res_frac.eq(rounded[1:24])]
+        with m.Else():
+            m.d.comb += [res_exp.eq(norm_exp), res_frac.eq(rounded[0:23])]
+
+        with m.If(a_nan | b_nan | (a_inf & b_inf & (sa != sb))):
+            m.d.comb += self.o.eq(F32_QNAN)
+        with m.Elif(a_inf):
+            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sa))
+        with m.Elif(b_inf):
+            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sb))
+        with m.Elif(a_zero & b_zero):
+            m.d.comb += self.o.eq(Cat(Const(0, 31), sa & sb))
+        with m.Elif(b_zero):
+            m.d.comb += self.o.eq(self.a)
+        with m.Elif(a_zero):
+            m.d.comb += self.o.eq(self.b)
+        with m.Elif(raw == 0):
+            m.d.comb += self.o.eq(0)  # exact cancellation is +0 under RNE
+        with m.Elif(res_exp <= 0):
+            m.d.comb += self.o.eq(Cat(Const(0, 31), sx))  # FTZ keeps the sign
+        with m.Elif(res_exp >= 0xFF):
+            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sx))
+        with m.Else():
+            m.d.comb += self.o.eq(Cat(res_frac, res_exp[0:8], sx))
+        return m
+
+
+class FP32ToBF16(wiring.Component):
+    """FP32 -> bfloat16, round to nearest even, combinational.
+
+    Subnormal inputs are flushed to signed zero first; NaN gives ``0x7FC0``;
+    rounding past the largest finite value carries into the exponent and gives
+    infinity, as IEEE.
+
+    Ports
+    -----
+    a : In(32)
+        FP32 operand (bit pattern).
+    o : Out(16)
+        bfloat16 result, valid in the same cycle (no registers).
+
+    Logic depth: a 16-bit compare with ``0x8000`` and a 15-bit increment.
+    """
+
+    def __init__(self):
+        super().__init__({"a": In(32), "o": Out(16)})
+
+    def elaborate(self, platform):
+        m = Module()
+        e, f = self.a[23:31], self.a[0:23]
+        upper, lower = self.a[16:32], self.a[0:16]
+        round_up = Signal(name="round_up")
+        m.d.comb += round_up.eq((lower > 0x8000) | ((lower == 0x8000) & upper[0]))
+        rounded = Signal(15, name="rounded")  # magnitude; a carry into the exponent is intended
+        m.d.comb += rounded.eq(upper[0:15] + round_up)
+        with m.If((e == 0xFF) & (f != 0)):
+            m.d.comb += self.o.eq(BF16_QNAN)
+        with m.Elif(e == 0xFF):
+            m.d.comb += self.o.eq(upper)
+        with m.Elif(e == 0):
+            m.d.comb += self.o.eq(Cat(Const(0, 15), self.a[31]))
+        with m.Else():
+            m.d.comb += self.o.eq(Cat(rounded, self.a[31]))
+        return m
