@@ -11,6 +11,8 @@ import importlib
 
 #: name -> "module:factory(config)" ; the Verilog module is named ``fetta_<name>``
 TOPS: dict[str, str] = {
+    "dist_net": "hdl.dist_net:dist_net",
+    "red_net": "hdl.red_net:red_net",
 }
 
 #: the block ``fetta verilog`` emits without ``--top``

@@ -233,3 +233,34 @@ def adder_for(datatype: str, acc_width: int) -> Callable[[int, int], int]:
 __all__ = ["PASS", "SWAP", "ADD_LEFT", "ADD_RIGHT", "MODE_NAMES", "log2_exact", "dist_bit", "red_bit",
            "switch_nodes", "transpose", "effective_ctrl", "dist_forward", "dist_sources", "adder_switch",
            "red_forward", "red_effective_modes", "red_symbolic", "int_adder", "f32_adder", "adder_for"]
+
+
+# --- packing for the RTL's flat ports -------------------------------------------------
+def pack_rows(data: Data, width: int) -> int:
+    """Rows -> the flat ``ArrayLayout(ArrayLayout(width, L), N)`` port value."""
+    out, pos = 0, 0
+    mask = (1 << width) - 1
+    for row in data:
+        for v in row:
+            out |= (int(v) & mask) << pos
+            pos += width
+    return out
+
+
+def unpack_rows(value: int, ports: int, lanes: int, width: int) -> Data:
+    mask = (1 << width) - 1
+    return [[(value >> ((p * lanes + l) * width)) & mask for l in range(lanes)] for p in range(ports)]
+
+
+def pack_bits(bits: Sequence[int]) -> int:
+    return sum((int(b) & 1) << i for i, b in enumerate(bits))
+
+
+def unpack_bits(value: int, count: int) -> list[int]:
+    return [(value >> i) & 1 for i in range(count)]
+
+
+def unpack_levels(value: int, levels: int, per_level: int, bits: int = 1) -> list[list[int]]:
+    """Flat control port -> ``[level][item]`` (``bits`` bits per item)."""
+    mask = (1 << bits) - 1
+    return [[(value >> ((s * per_level + i) * bits)) & mask for i in range(per_level)] for s in range(levels)]

@@ -1,0 +1,244 @@
+"""Reduction network: a pipelined butterfly of adder switches with a transpose layer (FETTA V-B3).
+
+It takes the partial sums of the CE array (one port per CE, ``lanes`` Psums each), sums
+aligned groups of CEs spatially and routes each result to an accumulation bank. The
+topology, numbering and control conventions are those of :mod:`sim.net_model`;
+:mod:`gen.routing` turns "which groups are summed and where the sums go" into modes.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, wiring
+from amaranth.lib.wiring import In, Out
+
+from gen.errors import ConfigError
+
+from .dist_net import _check_ports_lanes, transpose_rows, transpose_valid
+
+
+class SwitchMode(enum.Enum, shape=2):
+    """2-bit mode of an :class:`AdderSwitch`. Bit 0 picks the side, so XORing a bank-index
+    bit into it (section V-D) mirrors the switch: pass <-> swap, add-left <-> add-right."""
+
+    #: left input -> left output, right -> right
+    PASS = 0
+    #: left input -> right output, right -> left
+    SWAP = 1
+    #: sum -> left output; right output empty (zero, invalid)
+    ADD_LEFT = 2
+    #: sum -> right output; left output empty (zero, invalid)
+    ADD_RIGHT = 3
+
+
+DATATYPES = ("bf16", "int16")
+
+
+def _check_switch(lanes, datatype, width) -> None:
+    if datatype not in DATATYPES:
+        raise ConfigError(f"adder switch: must be one of {', '.join(DATATYPES)}, got {datatype!r}",
+                          field="datatype")
+    for name, value in (("lanes", lanes), ("width", width)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"adder switch: must be a positive integer, got {value!r}", field=name)
+    if datatype == "bf16" and width != 32:
+        raise ConfigError(f"adder switch: bf16 accumulates in FP32, width must be 32, got {width!r}",
+                          field="width")
+
+
+class AdderSwitch(wiring.Component):
+    """2-input 2-output adder switch on vectors of ``lanes`` accumulator elements.
+
+    Combinational (the reduction network registers its outputs). In the add modes an
+    invalid input counts as absent: valid + invalid gives the valid input unchanged
+    (no ``+0`` that could turn ``-0`` into ``+0``), invalid + invalid gives the left
+    input, still invalid. The output opposite the sum is zero and invalid.
+
+    Parameters
+    ----------
+    lanes : int
+        Elements per port.
+    datatype : str
+        ``"bf16"``: FP32 adders (:class:`hdl.fp.FP32Add`, bit-exact with
+        ``sim.bf16.f32_add``); ``"int16"``: exact two's-complement adders that wrap
+        at ``width`` bits.
+    width : int
+        Bits per element (32 for ``bf16``, ``int_acc_width`` for ``int16``).
+
+    Members
+    -------
+    a, b : In(lanes * width)
+        Left and right input vectors (lane ``l`` at bits ``l*width``).
+    a_valid, b_valid : In(1)
+    mode : In(SwitchMode)
+    l, r : Out(lanes * width)
+        Left and right outputs.
+    l_valid, r_valid : Out(1)
+    """
+
+    def __init__(self, *, lanes: int, datatype: str, width: int):
+        _check_switch(lanes, datatype, width)
+        self._lanes, self._datatype, self._width = lanes, datatype, width
+        super().__init__({
+            "a": In(lanes * width), "a_valid": In(1),
+            "b": In(lanes * width), "b_valid": In(1),
+            "mode": In(SwitchMode),
+            "l": Out(lanes * width), "l_valid": Out(1),
+            "r": Out(lanes * width), "r_valid": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        L, W = self._lanes, self._width
+        total = Signal(L * W)
+        for i in range(L):
+            a, b = self.a[i * W:(i + 1) * W], self.b[i * W:(i + 1) * W]
+            if self._datatype == "bf16":
+                from .fp import FP32Add
+
+                m.submodules[f"add{i}"] = add = FP32Add()
+                m.d.comb += [add.a.eq(a), add.b.eq(b), total[i * W:(i + 1) * W].eq(add.o)]
+            else:
+                m.d.comb += total[i * W:(i + 1) * W].eq((a + b)[:W])
+        both = self.a_valid & self.b_valid
+        summed = Signal(L * W)
+        m.d.comb += summed.eq(Mux(both, total, Mux(self.b_valid, self.b, self.a)))
+        any_valid = self.a_valid | self.b_valid
+        with m.Switch(self.mode):
+            with m.Case(SwitchMode.PASS):
+                m.d.comb += [self.l.eq(self.a), self.l_valid.eq(self.a_valid),
+                             self.r.eq(self.b), self.r_valid.eq(self.b_valid)]
+            with m.Case(SwitchMode.SWAP):
+                m.d.comb += [self.l.eq(self.b), self.l_valid.eq(self.b_valid),
+                             self.r.eq(self.a), self.r_valid.eq(self.a_valid)]
+            with m.Case(SwitchMode.ADD_LEFT):
+                m.d.comb += [self.l.eq(summed), self.l_valid.eq(any_valid)]
+            with m.Case(SwitchMode.ADD_RIGHT):
+                m.d.comb += [self.r.eq(summed), self.r_valid.eq(any_valid)]
+        return m
+
+
+class RedNet(wiring.Component):
+    """N-port pipelined butterfly reduction network with a transpose layer at the bottom.
+
+    ``n = log2(N)`` levels of ``N/2`` :class:`AdderSwitch` es; level ``s`` works on address
+    bit ``s`` (least significant first, the mirror of :class:`hdl.dist_net.DistNet`):
+    switch ``p`` joins nodes ``lo`` (``p`` with a 0 inserted at bit ``s``) and
+    ``lo + 2**s``. Its mode is ``mode[2*(s*N/2 + p) +: 2]`` with ``bank_idx[s]`` XORed into
+    bit 0 (section V-D). A register level follows every switch level. The switch pairs
+    the two registers of its nodes and writes the same two of the next level: the
+    butterfly's crossing is the switch's swap, so an output leaves on the path opposite
+    its input as in the paper's figure, with no wiring beyond the switches. After the
+    last register level, the transpose layer (one control bit) exchanges ports and lanes
+    in groups of ``lanes`` ports.
+
+    Parameters
+    ----------
+    ports : int
+        N, a power of two >= 2.
+    lanes : int
+        Psums per port; must divide ``ports``.
+    datatype : str
+        ``"bf16"`` (FP32 adders) or ``"int16"`` (exact integer adders).
+    width : int
+        Bits per Psum (32 for ``bf16``, ``int_acc_width`` for ``int16``).
+
+    Members
+    -------
+    i_data : In(ArrayLayout(ArrayLayout(width, lanes), ports))
+        Psums, port ``p`` = CE ``p``.
+    i_valid : In(ports)
+        Per-port valid; it travels (and is summed as "present") with the data.
+    mode : In(ports // 2 * log2(ports) * 2)
+        Default modes (``mode_vec``) of every switch, see above.
+    bank_idx : In(log2(ports))
+    transpose : In(1)
+    o_data : Out(ArrayLayout(ArrayLayout(width, lanes), ports))
+        Port ``j`` = accumulation bank ``j``.
+    o_valid : Out(ports)
+
+    Timing: ``i_data``, ``i_valid``, ``mode``, ``bank_idx`` and ``transpose`` are sampled
+    together in cycle ``t``; the control words travel down the pipeline with their data,
+    so they may change every cycle. The result appears at ``o_*`` in cycle ``t + log2(N)``
+    (latency ``log2(N)`` cycles, one register level per switch level), one beat per cycle.
+    The transpose layer is combinational after the last register. Valid bits reset to 0.
+    """
+
+    def __init__(self, *, ports: int, lanes: int, datatype: str, width: int):
+        self._n = _check_ports_lanes(ports, lanes, width, what="reduction network")
+        _check_switch(lanes, datatype, width)
+        self._ports, self._lanes, self._datatype, self._width = ports, lanes, datatype, width
+        rows = data.ArrayLayout(data.ArrayLayout(unsigned(width), lanes), ports)
+        super().__init__({
+            "i_data": In(rows),
+            "i_valid": In(ports),
+            "mode": In(ports // 2 * self._n * 2),
+            "bank_idx": In(self._n),
+            "transpose": In(1),
+            "o_data": Out(rows),
+            "o_valid": Out(ports),
+        })
+
+    ports = property(lambda self: self._ports)
+    lanes = property(lambda self: self._lanes)
+    width = property(lambda self: self._width)
+    datatype = property(lambda self: self._datatype)
+    levels = property(lambda self: self._n)
+
+    @property
+    def latency(self) -> int:
+        """Cycles from input to output."""
+        return self._n
+
+    def elaborate(self, platform):
+        m = Module()
+        N, L, W, n = self._ports, self._lanes, self._width, self._n
+        half = N // 2
+        mbits = half * 2
+        flat = self.i_data.as_value()
+        cur = [flat[p * L * W:(p + 1) * L * W] for p in range(N)]
+        cur_v = [self.i_valid[p] for p in range(N)]
+        # control still needed downstream travels with its data
+        mode_word, bank_word, tr = self.mode, self.bank_idx, self.transpose
+        for s in range(n):
+            k = s
+            nxt = [Signal(L * W, name=f"stage{s}_data{x}", reset_less=True) for x in range(N)]
+            nxt_v = [Signal(name=f"stage{s}_valid{x}") for x in range(N)]
+            for p in range(half):
+                lo = ((p >> k) << (k + 1)) | (p & ((1 << k) - 1))
+                hi = lo | (1 << k)
+                sw = AdderSwitch(lanes=L, datatype=self._datatype, width=W)
+                m.submodules[f"sw{s}_{p}"] = sw
+                m.d.comb += [sw.a.eq(cur[lo]), sw.a_valid.eq(cur_v[lo]),
+                             sw.b.eq(cur[hi]), sw.b_valid.eq(cur_v[hi]),
+                             sw.mode.as_value().eq(mode_word[2 * p:2 * p + 2] ^ bank_word[0])]
+                m.d.sync += [nxt[lo].eq(sw.l), nxt_v[lo].eq(sw.l_valid),
+                             nxt[hi].eq(sw.r), nxt_v[hi].eq(sw.r_valid)]
+            rest = n - 1 - s
+            tr_next = Signal(name=f"stage{s}_transpose", reset_less=True)
+            m.d.sync += tr_next.eq(tr)
+            if rest:
+                mode_next = Signal(rest * mbits, name=f"stage{s}_mode", reset_less=True)
+                bank_next = Signal(rest, name=f"stage{s}_bank", reset_less=True)
+                m.d.sync += [mode_next.eq(mode_word[mbits:]), bank_next.eq(bank_word[1:])]
+                mode_word, bank_word = mode_next, bank_next
+            tr = tr_next
+            cur, cur_v = nxt, nxt_v
+        t_rows = transpose_rows(cur, L, W)
+        t_valid = transpose_valid(Cat(*cur_v), N, L)
+        m.d.comb += [
+            self.o_data.as_value().eq(Cat(*(Mux(tr, t_rows[p], cur[p]) for p in range(N)))),
+            self.o_valid.eq(Cat(*(Mux(tr, t_valid[p], cur_v[p]) for p in range(N)))),
+        ]
+        return m
+
+
+def red_net(config) -> RedNet:
+    """Factory for ``hdl.TOPS``: N = ``net_ports``, L = ``lanes``, accumulator width of the datatype."""
+    # validate before constructing: a component that raises in __init__ would warn "never used"
+    _check_ports_lanes(config.net_ports, config.lanes, config.acc_bits, what="reduction network")
+    _check_switch(config.lanes, config.datatype, config.acc_bits)
+    return RedNet(ports=config.net_ports, lanes=config.lanes, datatype=config.datatype, width=config.acc_bits)
+
+
+__all__ = ["SwitchMode", "AdderSwitch", "RedNet", "red_net"]
