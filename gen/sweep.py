@@ -188,15 +188,15 @@ def model_cycles(config: FettaConfig, layers: Iterable[str], phase: str) -> tupl
         if exc.name != "gen.model":
             raise
         return None, "analytical model gen.model not available"
-    fn = getattr(model, "layer_cycles", None)
+    fn = getattr(model, "model_phase", None)
     if fn is None:
-        return None, "gen.model has no layer_cycles(spec, phase, config) function"
+        return None, "gen.model has no model_phase(spec, phase, config) function"
     from .spec import load_spec
 
     out: dict[str, int] = {}
     for path in layers:
         spec = load_spec(ROOT / path if not Path(path).is_absolute() else path)
-        out[Path(path).stem] = int(fn(spec, phase, config))
+        out[Path(path).stem] = int(fn(spec, phase, config).cycles)
     return out, None
 
 
