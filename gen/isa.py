@@ -343,9 +343,9 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
 #: cycles every instruction spends in FETCH, DECODE and CHECK before it executes
 OVERHEAD = 3
 #: GEMM: cycles from the last PE update to the last accumulation-unit write
-GEMM_TAIL = 3
+GEMM_TAIL = 2
 #: LOAD/STORE: pipeline latency after the last chunk is issued
-MOVE_TAIL = 2
+MOVE_TAIL = 1
 
 
 def tile_period(ins: Instr, geo: Geometry) -> int:

@@ -13,6 +13,7 @@ import importlib
 TOPS: dict[str, str] = {
     "dist_net": "hdl.dist_net:dist_net",
     "red_net": "hdl.red_net:red_net",
+    "fetta": "hdl.top:build",
 }
 
 #: the block ``fetta verilog`` emits without ``--top``

@@ -102,7 +102,8 @@ class Emulator:
         n = 0
         while True:
             if pc >= self.geo.imem_depth:
-                return RunResult(cycles, macs, ErrorCode.PC_OVERFLOW, pc, n)
+                # the controller fetches, decodes and flags the missing slot like any instruction
+                return RunResult(cycles + OVERHEAD, macs, ErrorCode.PC_OVERFLOW, pc, n)
             ins = decode(self.imem[pc])
             cycles += OVERHEAD
             n += 1

@@ -87,8 +87,8 @@ def test_load_store_checks():
 
 def test_timing_rules():
     g = gemm(K=10, L0=3, L1=2)
-    assert exec_cycles(g, GEO) == 5 * 10 + 10 + 4 + 3
+    assert exec_cycles(g, GEO) == 5 * 10 + 10 + 4 + 2
     short = gemm(K=2, L0=3)
-    assert exec_cycles(short, GEO) == 2 * 4 + 2 + 4 + 3    # period max(K, ce_rows)
-    assert exec_cycles(load(src=0, dst=0, chunks=3), GEO) == 5
+    assert exec_cycles(short, GEO) == 2 * 4 + 2 + 4 + 2    # period max(K, ce_rows)
+    assert exec_cycles(load(src=0, dst=0, chunks=3), GEO) == 4
     assert exec_cycles(Instr(opcode=Opcode.SYNC), GEO) == 0

@@ -1,0 +1,149 @@
+"""Controller decode stage: instruction fields, per-CE address offsets and the static checks.
+
+:class:`Decoder` is combinational on a registered instruction word. It splits the
+word (layout :data:`gen.isa.LAYOUT`), computes the spatial address offset of every
+CE (IA, IB) and of every reduction group (output), and the error code of
+:func:`gen.isa.check`, in the same order of precedence. Because every address
+is ``base + temporal + spatial`` with unsigned strides, these checks made once
+per instruction are exact: an instruction that passes never leaves its range
+and never needs two rows of one bank in one cycle, so the FSM
+(:class:`hdl.top.Fetta`) executes it without further checks, and one that fails
+changes no state.
+
+The bank index of each port is the low ``log2(banks)`` bits of its address; the
+distribution crossbar in the top selects, per CE, the bank its address names
+(the role of ``sel_vec XOR bank index`` in the butterfly of FETTA V-D).
+
+Ports
+-----
+word : In(INSTR_BITS)
+pc_overflow : In(1)
+fields : Out(...) one output per field of :data:`gen.isa.LAYOUT` (``f_<name>``)
+a_off, b_off : Out(ADDR_BITS + 1).array(num_ces)
+o_off : Out(ADDR_BITS + 1).array(num_ces) (groups)
+active : Out(num_ces) CE ``c`` takes part; group_active : Out(num_ces)
+error : Out(3) :class:`gen.isa.ErrorCode`, valid in the same cycle.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from gen.config import FettaConfig
+from gen.isa import INSTR_BITS, LAYOUT, Dataflow, ErrorCode, Flag, Geometry, Opcode
+
+OFF_BITS = 40
+
+
+class Decoder(wiring.Component):
+    def __init__(self, config: FettaConfig):
+        self._cfg = config
+        self._geo = Geometry.of(config)
+        E = config.num_ces
+        members = {"word": In(INSTR_BITS), "pc_overflow": In(1), "error": Out(3),
+                   "a_off": Out(OFF_BITS).array(E), "b_off": Out(OFF_BITS).array(E),
+                   "o_off": Out(OFF_BITS).array(E), "active": Out(E), "group_active": Out(E)}
+        for name, (_, bits) in LAYOUT.items():
+            members[f"f_{name}"] = Out(bits)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, geo = self._cfg, self._geo
+        E, B = cfg.num_ces, cfg.banks
+        lb = B.bit_length() - 1
+        f = {}
+        for name, (pos, bits) in LAYOUT.items():
+            m.d.comb += getattr(self, f"f_{name}").eq(self.word[pos:pos + bits])
+            f[name] = getattr(self, f"f_{name}")
+        lgm, lgn, lgk = f["log_gm"], f["log_gn"], f["log_gk"]
+        gm, gn, gk = Signal(9, name="gm"), Signal(9, name="gn"), Signal(9, name="gk")
+        m.d.comb += [gm.eq(Const(1, 9) << lgm), gn.eq(Const(1, 9) << lgn), gk.eq(Const(1, 9) << lgk)]
+        ces = Signal(24, name="ces")
+        m.d.comb += ces.eq((Const(1, 24) << (lgm + lgn + lgk)))
+        groups = Signal(24, name="groups")
+        m.d.comb += groups.eq(Const(1, 24) << (lgm + lgn))
+
+        # spatial offsets of every CE / group (c = (im * gn + in) * gk + ik)
+        for c in range(E):
+            im = Signal(8, name=f"im{c}")
+            in_ = Signal(8, name=f"in{c}")
+            ik = Signal(8, name=f"ik{c}")
+            cc = Const(c, 8)
+            m.d.comb += [im.eq(cc >> (lgn + lgk)), in_.eq((cc >> lgk) & (gn - 1)), ik.eq(cc & (gk - 1)),
+                         self.active[c].eq(cc < ces)]
+            for op, off in (("a", self.a_off[c]), ("b", self.b_off[c])):
+                m.d.comb += off.eq(im * f[f"{op}_sm"] + in_ * f[f"{op}_sn"] + ik * f[f"{op}_sr"])
+            gim = Signal(8, name=f"gim{c}")
+            gin = Signal(8, name=f"gin{c}")
+            m.d.comb += [gim.eq(cc >> lgn), gin.eq(cc & (gn - 1)), self.group_active[c].eq(cc < groups)]
+            m.d.comb += self.o_off[c].eq(gim * f["o_sm"] + gin * f["o_sn"])
+
+        def conflict(offs, act, writes):
+            bits = []
+            for c in range(E):
+                for d in range(c + 1, E):
+                    same_bank = offs[c][:lb] == offs[d][:lb] if lb else Const(1)
+                    clash = same_bank if writes else (same_bank & (offs[c] != offs[d]))
+                    bits.append(act[c] & act[d] & clash)
+            return Cat(*bits).any() if bits else Const(0)
+
+        def tmax(op, kb):
+            return ((kb - 1) * f[f"{op}_sk"] + (f["L0"] - 1) * f[f"{op}_sl0"] + (f["L1"] - 1) * f[f"{op}_sl1"])
+
+        def smax(op):
+            return (gm - 1) * f[f"{op}_sm"] + (gn - 1) * f[f"{op}_sn"] + (gk - 1) * f[f"{op}_sr"]
+
+        a_max = Signal(OFF_BITS + 8, name="a_max")
+        b_max = Signal(OFF_BITS + 8, name="b_max")
+        o_max = Signal(OFF_BITS + 8, name="o_max")
+        m.d.comb += [a_max.eq(f["a_base"] + tmax("a", f["K"]) + smax("a")),
+                     b_max.eq(f["b_base"] + tmax("b", f["K"]) + smax("b")),
+                     o_max.eq(tmax("o", cfg.ce_rows) + (gm - 1) * f["o_sm"] + (gn - 1) * f["o_sn"])]
+        HALF, ACC = geo.unified_half_rows, geo.accum_rows
+
+        # LOAD / STORE: rows = K * banks, one chunk of `banks` rows per cycle
+        rows_m1 = Signal(24, name="move_rows_m1")
+        m.d.comb += rows_m1.eq((f["K"] << lb) - 1)
+        u_max = Signal(OFF_BITS + 8, name="move_u_max")
+        c_max = Signal(OFF_BITS + 8, name="move_acc_max")
+        m.d.comb += [u_max.eq(f["a_base"] + rows_m1 * f["a_sk"]), c_max.eq(f["o_base"] + rows_m1 * f["o_sk"])]
+        is_store = f["opcode"] == Opcode.STORE
+        # j * s (j < banks) hits distinct banks iff s is odd; reads of one row (s = 0) may share
+        u_even = (f["a_sk"][0] == 0) if lb else Const(0)
+        c_even = (f["o_sk"][0] == 0) if lb else Const(0)
+        u_conf = Signal(name="move_u_conflict")
+        c_conf = Signal(name="move_acc_conflict")
+        m.d.comb += [u_conf.eq(u_even & (is_store | (f["a_sk"] != 0))),
+                     c_conf.eq(c_even & (~is_store | (f["o_sk"] != 0)))]
+
+        err = self.error
+        with m.If(self.pc_overflow):
+            m.d.comb += err.eq(ErrorCode.PC_OVERFLOW)
+        with m.Elif(f["opcode"] > max(Opcode)):
+            m.d.comb += err.eq(ErrorCode.ILLEGAL_OPCODE)
+        with m.Elif(f["opcode"] == Opcode.GEMM):
+            with m.If((f["mode"] != Dataflow.OS) | (ces > E) | (f["K"] == 0) | (f["L0"] == 0) | (f["L1"] == 0)):
+                m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
+            with m.Elif((a_max >= HALF) | (b_max >= HALF)):
+                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+            with m.Elif(f["o_base"] + o_max >= ACC):
+                m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
+            with m.Elif(f["flags"][1] & (f["w_base"] + o_max >= HALF)):
+                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+            with m.Elif(conflict(self.a_off, self.active, False) | conflict(self.b_off, self.active, False)
+                        | conflict(self.o_off, self.group_active, True)):
+                m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
+        with m.Elif((f["opcode"] == Opcode.LOAD) | is_store):
+            with m.If(f["K"] == 0):
+                m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
+            with m.Elif(u_max >= HALF):
+                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+            with m.Elif(c_max >= ACC):
+                m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
+            with m.Elif(u_conf | c_conf):
+                m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
+        assert Flag.WB == 2
+        return m

@@ -1,0 +1,160 @@
+"""Unified memory (ping-pong halves) and accumulation-unit banks (FETTA V-C).
+
+Both memories are ``banks`` SRAM banks whose rows hold ``lanes`` elements. Row
+address ``a`` (within a half for the unified memory) lives in bank ``a % banks``
+at index ``a // banks``; :func:`split` gives the two fields.
+
+:class:`UnifiedMemory` holds, per bank, two half memories. The contraction
+side (ports ``ia``, ``ib``, ``w``) works on half ``tcu_half``; the host port
+works on ``host_half``. The two owners never share a physical memory, which is
+what lets the host load one half while the TCU computes on the other.
+
+All read ports are synchronous: data is valid one cycle after the address.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from gen.config import FettaConfig
+from gen.errors import ConfigError
+
+
+def log2(x: int) -> int:
+    return x.bit_length() - 1
+
+
+def split(addr, banks: int):
+    """``(bank, index)`` fields of a row address (``banks`` is a power of two)."""
+    lb = log2(banks)
+    return addr[:lb], addr[lb:]
+
+
+class UnifiedMemory(wiring.Component):
+    """``banks`` banks x 2 halves of ``rows_per_half`` rows of ``lanes * elem_bits`` bits.
+
+    Parameters
+    ----------
+    config : FettaConfig
+        ``banks``, ``lanes``, ``elem_bits`` and ``unified_kb`` set the geometry.
+
+    Members (per bank ``b``: arrays of ``banks``)
+    -------
+    tcu_half : In(1)
+        The half the contraction side uses.
+    ia_addr, ib_addr : In(index bits).array(banks)
+        Read indices of the IA and IB ports of the TCU's half; ``ia_data`` and
+        ``ib_data`` are valid one cycle later.
+    w_en, w_addr, w_data : write port of the TCU's half (write-back, ``STORE``).
+    host_half, host_addr, host_re, host_we, host_wdata : the host's half; ``host_addr``
+        is a row index inside bank ``host_bank``.
+    host_rdata : Out(row)
+        One cycle after ``host_re``.
+    """
+
+    def __init__(self, config: FettaConfig):
+        self._banks = config.banks
+        self._rows = config.unified_rows_per_bank // 2
+        self._width = config.lanes * config.elem_bits
+        ib = max(1, (self._rows - 1).bit_length())
+        B = self._banks
+        super().__init__({
+            "tcu_half": In(1),
+            "ia_addr": In(unsigned(ib)).array(B), "ia_data": Out(self._width).array(B),
+            "ib_addr": In(unsigned(ib)).array(B), "ib_data": Out(self._width).array(B),
+            "w_en": In(1).array(B), "w_addr": In(unsigned(ib)).array(B), "w_data": In(self._width).array(B),
+            "host_half": In(1), "host_bank": In(range(B)), "host_addr": In(unsigned(ib)),
+            "host_re": In(1), "host_we": In(1), "host_wdata": In(self._width), "host_rdata": Out(self._width),
+        })
+
+    @property
+    def index_bits(self) -> int:
+        return len(self.ia_addr[0])
+
+    def elaborate(self, platform):
+        m = Module()
+        B = self._banks
+        host_bank_q = Signal(range(B), name="host_bank_q")
+        host_half_q = Signal(name="host_half_q")
+        m.d.sync += [host_bank_q.eq(self.host_bank), host_half_q.eq(self.host_half)]
+        host_reads = []
+        for b in range(B):
+            halves = []
+            for h in range(2):
+                mem = Memory(shape=unsigned(self._width), depth=self._rows, init=[])
+                m.submodules[f"bank{b}_half{h}"] = mem
+                wp = mem.write_port()
+                ra = mem.read_port(transparent_for=(wp,))
+                rb = mem.read_port(transparent_for=(wp,))
+                tcu = self.tcu_half == h
+                host_here = (self.host_half == h) & (self.host_bank == b)
+                # the TCU owns its half; the host gets the other (or both when the TCU idles,
+                # which the top guarantees by holding tcu_half != host_half while busy)
+                m.d.comb += [
+                    ra.addr.eq(Mux(tcu, self.ia_addr[b], self.host_addr)),
+                    rb.addr.eq(self.ib_addr[b]),
+                    wp.addr.eq(Mux(tcu, self.w_addr[b], self.host_addr)),
+                    wp.data.eq(Mux(tcu, self.w_data[b], self.host_wdata)),
+                    wp.en.eq(Mux(tcu, self.w_en[b], host_here & self.host_we)),
+                ]
+                halves.append((ra, rb))
+            tcu_q = Signal(name=f"tcu_half_q{b}")
+            m.d.sync += tcu_q.eq(self.tcu_half)
+            m.d.comb += [
+                self.ia_data[b].eq(Mux(tcu_q, halves[1][0].data, halves[0][0].data)),
+                self.ib_data[b].eq(Mux(tcu_q, halves[1][1].data, halves[0][1].data)),
+            ]
+            host_reads.append(Mux(host_half_q, halves[1][0].data, halves[0][0].data))
+        with m.Switch(host_bank_q):
+            for b in range(B):
+                with m.Case(b):
+                    m.d.comb += self.host_rdata.eq(host_reads[b])
+        return m
+
+
+class AccumMemory(wiring.Component):
+    """The accumulation unit's storage: ``banks`` banks of ``accum_rows_per_bank`` rows of
+    ``lanes * acc_bits`` bits, one read port (transparent to the bank's write port, so a
+    read-modify-write of the row written in the same cycle sees the new value) and one
+    write port per bank. The adders live in :class:`hdl.accum.AccumUnit`.
+
+    Members
+    -------
+    r_addr : In(index bits).array(banks); r_data : Out(row).array(banks), one cycle later.
+    w_en, w_addr, w_data : per-bank write port.
+    """
+
+    def __init__(self, config: FettaConfig):
+        self._banks = config.banks
+        self._rows = config.accum_rows_per_bank
+        self._width = config.lanes * config.acc_bits
+        ib = max(1, (self._rows - 1).bit_length())
+        B = self._banks
+        super().__init__({
+            "r_addr": In(unsigned(ib)).array(B), "r_data": Out(self._width).array(B),
+            "w_en": In(1).array(B), "w_addr": In(unsigned(ib)).array(B), "w_data": In(self._width).array(B),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        for b in range(self._banks):
+            mem = Memory(shape=unsigned(self._width), depth=self._rows, init=[])
+            m.submodules[f"bank{b}"] = mem
+            wp = mem.write_port()
+            rp = mem.read_port(transparent_for=(wp,))
+            m.d.comb += [rp.addr.eq(self.r_addr[b]), self.r_data[b].eq(rp.data),
+                         wp.addr.eq(self.w_addr[b]), wp.data.eq(self.w_data[b]), wp.en.eq(self.w_en[b])]
+        return m
+
+
+def check_memory_config(config: FettaConfig) -> None:
+    """Geometry rules of the memories (beyond :meth:`FettaConfig.validate`)."""
+    half = config.unified_rows_per_bank // 2
+    if half * 2 != config.unified_rows_per_bank:
+        raise ConfigError(f"{config.unified_kb} KiB gives an odd number of rows per bank "
+                          f"({config.unified_rows_per_bank}); ping-pong needs two equal halves", field="unified_kb")
+    if half * config.banks > (1 << 20) or config.accum_rows_per_bank * config.banks > (1 << 20):
+        raise ConfigError("capacity exceeds the 20-bit row addresses of the ISA", field="unified_kb")
