@@ -127,8 +127,26 @@ def route_dist(ports: int, sources: Sequence[int | None], *, transpose: bool = F
                 ctrl[s] |= 1 << x
                 x ^= 1 << k
         assert x == src
+    # Nodes that feed no requested output are don't-cares. Give each the sel_vec bit of a
+    # used node with the same destination-side address bits (those already decided at this
+    # level), so that sel_vec depends on the destination only: then the same sel_vec with
+    # another bank_idx re-targets the whole pattern (section V-D), e.g. a broadcast from
+    # bank b is the broadcast sel_vec with bank_idx = b.
+    sel = []
+    for s in range(n):
+        bank_bit = (bank_idx >> nm.dist_bit(s, n)) & 1
+        dest_mask = ((1 << n) - 1) ^ ((1 << nm.dist_bit(s, n)) - 1)
+        by_dest: dict[int, int] = {}
+        for x in sorted(carry[s + 1]):
+            by_dest.setdefault(x & dest_mask, ((ctrl[s] >> x) & 1) ^ bank_bit)
+        word = 0
+        for x in range(ports):
+            bit = ((ctrl[s] >> x) & 1) ^ bank_bit if x in carry[s + 1] else by_dest.get(x & dest_mask, 0)
+            word |= bit << x
+        sel.append(word)
+    sel_vec = tuple(sel)
     ones = (1 << ports) - 1
-    sel_vec = tuple(c ^ (ones if (bank_idx >> nm.dist_bit(s, n)) & 1 else 0) for s, c in enumerate(ctrl))
+    ctrl = [v ^ (ones if (bank_idx >> nm.dist_bit(s, n)) & 1 else 0) for s, v in enumerate(sel_vec)]
     route = DistRoute(ports, tuple(sources), tuple(ctrl), bool(transpose), bank_idx, sel_vec)
     verify_dist(route)
     return route
@@ -226,11 +244,20 @@ def route_red(ports: int, groups: Sequence[tuple[int, int, int]], *, transpose: 
                     f"blocking: the sums for outputs {ga[2]} (group at {ga[0]}) and {gb[2]} (group at {gb[0]}) "
                     f"meet at the adder switch of nodes {lo},{hi} in level {s} (address bit {k}) and need "
                     f"{nm.MODE_NAMES[want['lo']]} vs {nm.MODE_NAMES[want['hi']]}", field="groups")
-            mode = next(iter(want.values()), nm.PASS)
+            mode = next(iter(want.values()), None)  # None: empty switch, a don't-care (below)
             level.append(mode)
             for node, g in ((lo, a), (hi, b)):
                 if g is not None:
                     nxt[node ^ (1 << k) if mode == nm.SWAP else node] = g
+        # Empty switches take the mode_vec of a used switch with the same source-side address
+        # bits (those above this level's bit), so that mode_vec depends on the sources only:
+        # then the same mode_vec with another bank_idx re-targets the sums (section V-D).
+        bank_bit = (bank_idx >> k) & 1
+        by_src: dict[int, int] = {}
+        for p, mode in enumerate(level):
+            if mode is not None:
+                by_src.setdefault(p >> k, mode ^ bank_bit)
+        level = [by_src.get(p >> k, 0) ^ bank_bit if mode is None else mode for p, mode in enumerate(level)]
         modes.append(level)
         pos = nxt
     mode_vec = tuple(tuple(m ^ ((bank_idx >> nm.red_bit(s, n)) & 1) for m in lvl) for s, lvl in enumerate(modes))
