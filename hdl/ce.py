@@ -1,0 +1,276 @@
+"""Contraction engine (CE): an R x C transposable systolic array of PEs (FETTA Fig. 11(a), 12).
+
+GEMM notation used by every mapping: ``C[M, N] = A[M, K] @ B[K, N]``.
+The CE has two input operands, IA and IB, and one output, Psum (paper,
+section V-B1). IA enters from the left, one element per row, broadcast to all
+PEs of the row; row ``r`` sees its element ``r`` cycles later (the row skew,
+done inside the CE). IB is either held stationary in the PEs (IS, WS) or
+streamed from the top (OS).
+
+The six mappings (:class:`CEMode`), with the vector the feeder presents per
+cycle (``ia.data`` has R lanes, ``ib.data`` has ``max(R, C)`` lanes) and the
+layout in memory that the IB load direction implies:
+
+============  =============================  ==============================  ==================================
+mode          stationary / streamed IB        IA vector (one per cycle)        Psum vector (one per cycle)
+============  =============================  ==============================  ==================================
+``WS_V``      IB = B tile [R x C] loaded       ``A[m, k0:k0+R]``                ``C[m, n0:n0+C]`` (a row of C)
+              from the top: one row
+              ``B[k0+j, n0:n0+C]`` per load
+              (B stored K-major, ``[K, N]``)
+``WS_H``      IB = B tile loaded from the      ``A[m, k0:k0+R]``                ``C[m, n0:n0+C]``
+              left: one column
+              ``B[k0:k0+R, n0+j]`` per load
+              (B stored N-major, ``[N, K]``)
+``IS_V``      IB = A^T tile: PE(r, c) holds    ``B[k0:k0+R, n]``                ``C[m0:m0+C, n]`` (a column of C)
+              ``A[m0+c, k0+r]``; from the top
+              one row ``A[m0:m0+C, k0+j]``
+              (A stored K-major, ``[K, M]``)
+``IS_H``      as IS_V, loaded from the left:   ``B[k0:k0+R, n]``                ``C[m0:m0+C, n]``
+              one column ``A[m0+j, k0:k0+R]``
+              (A stored M-major, ``[M, K]``)
+``OS_AB``     IB streams from the top:         ``A[m0:m0+R, k]``                after the tile: rows
+              ``B[k, n0:n0+C]`` per cycle                                       ``C[m0+r, n0:n0+C]``, r = 0..R-1
+``OS_BA``     operand roles exchanged: IB      ``B[k, n0:n0+R]``                after the tile: columns
+              streams ``A[m0:m0+C, k]``                                         ``C[m0:m0+C, n0+r]``, r = 0..R-1
+============  =============================  ==============================  ==================================
+
+In IS and WS the reduction dimension K lies along the PE rows: the Psum of
+a vector enters the top of each column through ``psum_in`` (``+0`` for the
+first K tile, the previous K tile's Psum otherwise: the chain continues, so
+the accumulation order is the sequential order over k), flows down, and
+leaves the bottom ``R + 1`` cycles after the vector entered. In OS, each PE
+accumulates in place over the K vectors of a tile; the tile's results are
+drained through the bottom port one row per cycle.
+
+Timing (cycle ``t``: inputs presented in ``t`` are sampled at the clock edge
+that ends ``t``):
+
+* IS/WS: ``psum.data`` for the IA vector of cycle ``t`` is valid in cycle
+  ``t + R + 1`` (``psum.valid``). ``psum_in`` is presented in cycle ``t``
+  with that vector.
+* IB loads (IS/WS): ``ib.valid``, ``ib.index`` = row (``*_V``) or column
+  (``*_H``) of the shadow IB, ``ib.data`` = that row (C lanes) or column (R
+  lanes). A load may be presented in the same cycle as, or any cycle after,
+  the ``swap`` vector that retires the previous shadow tile; the next
+  ``swap`` vector may come one cycle after the tile's last load. Horizontal
+  loads travel through the row skew, so both load orders are gap-free.
+  A tile of R (vertical) or C (horizontal) loads per M vectors means no idle
+  cycle between tiles when ``M >= R`` (resp. ``C``).
+* OS: vectors of a tile are flagged ``first`` / ``last`` (a one-vector tile
+  has both). Row ``r`` of the tile is on ``psum`` in cycle
+  ``t_last + r + 2`` with ``psum.row = r``. Consecutive tiles need their
+  ``last`` vectors at least R cycles apart (tiles of ``K >= R`` stream back
+  to back); closer ``last`` vectors collide on the drain port and raise
+  ``overrun``.
+* ``mode`` must be held while anything is in flight (change it only when the
+  CE has drained).
+"""
+
+from __future__ import annotations
+
+from amaranth.lib import enum
+
+from amaranth.hdl import Module, Signal, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .pe import PE, _check_datatype, acc_width, operand_width
+
+__all__ = ["CE", "CEMode", "IASignature", "IBSignature", "PsumSignature", "ce_from_config"]
+
+
+class CEMode(enum.Enum, shape=3):
+    """The six GEMM mappings of FETTA Fig. 12 (dataflow x IB direction x operand roles)."""
+
+    #: weight stationary, IB (= B) loaded vertically, one row of B per load
+    WS_V = 0
+    #: weight stationary, IB (= B) loaded horizontally, one column of B per load
+    WS_H = 1
+    #: input stationary, IB (= A^T) loaded vertically, one column of A per load
+    IS_V = 2
+    #: input stationary, IB (= A^T) loaded horizontally, one row of A per load
+    IS_H = 3
+    #: output stationary, IA = A, IB = B streamed from the top; drains rows of C
+    OS_AB = 4
+    #: output stationary, IA = B^T, IB = A^T streamed from the top; drains columns of C
+    OS_BA = 5
+
+    @property
+    def output_stationary(self) -> bool:
+        return self in (CEMode.OS_AB, CEMode.OS_BA)
+
+    @property
+    def horizontal(self) -> bool:
+        """IB is loaded from the left (the transposed path)."""
+        return self in (CEMode.WS_H, CEMode.IS_H)
+
+    @property
+    def input_stationary(self) -> bool:
+        return self in (CEMode.IS_V, CEMode.IS_H)
+
+
+class IASignature(wiring.Signature):
+    """IA stream into the CE, seen from the feeder.
+
+    Members: ``data`` (R operands), ``valid``, ``first``/``last`` (OS tile
+    bounds), ``swap`` (IS/WS: first vector that uses the newly loaded IB).
+    """
+
+    def __init__(self, rows: int, ew: int):
+        super().__init__({"data": Out(data.ArrayLayout(ew, rows)), "valid": Out(1),
+                          "first": Out(1), "last": Out(1), "swap": Out(1)})
+
+
+class IBSignature(wiring.Signature):
+    """IB into the CE, seen from the feeder: loads (IS/WS) or the stream from the top (OS).
+
+    Members: ``data`` (``max(R, C)`` operands), ``valid`` (a load, IS/WS only),
+    ``index`` (shadow row for vertical loads, column for horizontal ones).
+    """
+
+    def __init__(self, rows: int, cols: int, ew: int):
+        super().__init__({"data": Out(data.ArrayLayout(ew, max(rows, cols))), "valid": Out(1),
+                          "index": Out(range(max(rows, cols)))})
+
+
+class PsumSignature(wiring.Signature):
+    """Psums leaving the bottom of the CE: ``data`` (C sums), ``valid``, ``row`` (OS: drained PE row)."""
+
+    def __init__(self, rows: int, cols: int, aw: int):
+        super().__init__({"data": Out(data.ArrayLayout(aw, cols)), "valid": Out(1), "row": Out(range(rows))})
+
+
+class CE(wiring.Component):
+    """R x C transposable systolic contraction engine; see the module docstring for the mappings.
+
+    Parameters
+    ----------
+    rows, cols : int
+        PE rows R and columns C (>= 1).
+    datatype, int_width, int_acc_width
+        As :class:`hdl.pe.PE`.
+
+    Members
+    -------
+    mode : In(CEMode)
+        The mapping; quasi-static (change it only when the CE is drained).
+    ia : In(IASignature)
+        IA vectors with their flags.
+    ib : In(IBSignature)
+        IB loads (IS/WS) or the IB vector streamed with each IA vector (OS).
+    psum_in : In(ArrayLayout(aw, C))
+        IS/WS: the Psums entering the top of the columns, presented with the IA vector.
+    psum : Out(PsumSignature)
+        Psums leaving the bottom (latencies in the module docstring).
+    overrun : Out(1)
+        OS: two rows were due on the drain port in the same cycle (a schedule error).
+    """
+
+    def __init__(self, *, rows: int = 4, cols: int = 4, datatype: str = "bf16", int_width: int = 16,
+                 int_acc_width: int = 48):
+        for name, value in (("rows", rows), ("cols", cols)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an integer, not {value!r}")
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, not {value!r}")
+        _check_datatype(datatype, int_width, int_acc_width)
+        self._rows, self._cols = rows, cols
+        self._datatype, self._int_width, self._int_acc_width = datatype, int_width, int_acc_width
+        ew = operand_width(datatype, int_width)
+        aw = acc_width(datatype, int_acc_width)
+        super().__init__({
+            "mode": In(CEMode),
+            "ia": In(IASignature(rows, ew)),
+            "ib": In(IBSignature(rows, cols, ew)),
+            "psum_in": In(data.ArrayLayout(aw, cols)),
+            "psum": Out(PsumSignature(rows, cols, aw)),
+            "overrun": Out(1),
+        })
+
+    rows = property(lambda self: self._rows)
+    cols = property(lambda self: self._cols)
+    datatype = property(lambda self: self._datatype)
+
+    @property
+    def stationary_latency(self) -> int:
+        """IS/WS: cycles from an IA vector to its Psum vector."""
+        return self._rows + 1
+
+    def elaborate(self, platform):
+        m = Module()
+        R, C = self._rows, self._cols
+        ew = operand_width(self._datatype, self._int_width)
+        aw = acc_width(self._datatype, self._int_acc_width)
+
+        os_mode = Signal(name="os_mode")
+        horizontal = Signal(name="horizontal")
+        m.d.comb += [
+            os_mode.eq((self.mode == CEMode.OS_AB) | (self.mode == CEMode.OS_BA)),
+            horizontal.eq((self.mode == CEMode.WS_H) | (self.mode == CEMode.IS_H)),
+        ]
+
+        # Row skew: row r sees the IA element, its flags and the horizontal IB
+        # load r cycles late. The IB loads ride on the same skew so that a
+        # column load reaches row r exactly when row r has swapped.
+        skew = []
+        for r in range(R):
+            stage = {"a": self.ia.data[r], "valid": self.ia.valid, "first": self.ia.first,
+                     "last": self.ia.last, "swap": self.ia.swap,
+                     "hl_valid": self.ib.valid & horizontal, "hl_index": self.ib.index,
+                     "hl_data": self.ib.data[r]}
+            for d in range(r):
+                nxt = {}
+                for key, value in stage.items():
+                    reg = Signal(Value.cast(value).shape(), name=f"skew_r{r}_d{d + 1}_{key}")
+                    m.d.sync += reg.eq(value)
+                    nxt[key] = reg
+                stage = nxt
+            skew.append(stage)
+
+        psum_top = Signal(data.ArrayLayout(aw, C), name="psum_top")
+        m.d.sync += psum_top.eq(self.psum_in)
+
+        pes = [[None] * C for _ in range(R)]
+        for r in range(R):
+            for c in range(C):
+                pe = PE(datatype=self._datatype, int_width=self._int_width, int_acc_width=self._int_acc_width)
+                m.submodules[f"pe_{r}_{c}"] = pe
+                pes[r][c] = pe
+                s = skew[r]
+                m.d.comb += [
+                    pe.a.eq(s["a"]), pe.valid.eq(s["valid"]), pe.first.eq(s["first"]),
+                    pe.last.eq(s["last"]), pe.swap.eq(s["swap"]), pe.os.eq(os_mode),
+                    pe.b_in.eq(self.ib.data[c] if r == 0 else pes[r - 1][c].b_out),
+                    pe.psum_in.eq(psum_top[c] if r == 0 else pes[r - 1][c].psum_out),
+                ]
+                vertical_load = self.ib.valid & ~horizontal & (self.ib.index == r)
+                horizontal_load = s["hl_valid"] & (s["hl_index"] == c)
+                m.d.comb += [
+                    pe.ib_load.eq(~os_mode & (vertical_load | horizontal_load)),
+                    pe.ib_data.eq(self.ib.data[c]),
+                ]
+                with m.If(horizontal):
+                    m.d.comb += pe.ib_data.eq(s["hl_data"])
+
+        # Drain port: rows finish one cycle apart (the skew), so the drain
+        # register of row r is read in the cycle its result appears.
+        drain_valid = Signal(R, name="drain_valid")
+        m.d.comb += drain_valid.eq(sum((pes[r][0].drain_valid << r for r in range(R)), 0))
+        with m.If(os_mode):
+            for r in range(R):
+                with m.If(drain_valid[r]):
+                    m.d.comb += [self.psum.row.eq(r), self.psum.valid.eq(1)]
+                    m.d.comb += [self.psum.data[c].eq(pes[r][c].drain) for c in range(C)]
+            # more than one bit set: x & (x - 1) clears the lowest one
+            m.d.comb += self.overrun.eq((drain_valid & (drain_valid - 1)) != 0)
+        with m.Else():
+            m.d.comb += self.psum.valid.eq(pes[R - 1][0].psum_valid)
+            m.d.comb += [self.psum.data[c].eq(pes[R - 1][c].psum_out) for c in range(C)]
+        return m
+
+
+def ce_from_config(config) -> CE:
+    """``hdl.TOPS`` factory: the CE of ``config`` (``ce_rows`` x ``ce_cols``, ``datatype``)."""
+    return CE(rows=config.ce_rows, cols=config.ce_cols, datatype=config.datatype,
+              int_width=config.int_width, int_acc_width=config.int_acc_width)

@@ -1,0 +1,170 @@
+"""Contraction engine: model vs RTL (Amaranth simulator, then cocotb on Icarus and Verilator), lint."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from amaranth.back import verilog
+from amaranth.sim import Simulator
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gen.config import FettaConfig
+from gen.errors import ConfigError
+from hdl.ce import CE, CEMode
+from sim.bf16 import bf16_dot, round_to_bf16_f32
+from sim.ce_model import ce_cycles, ce_gemm, ce_program, ce_result, fp32_error_bound
+
+# --- driving the CE in the Amaranth simulator ------------------------------------------
+
+
+def run_amaranth(dut: CE, prog, *, extra_cycles: int = 4):
+    """Drive ``prog`` cycle by cycle; return the Psum vectors as ``(cycle, row, lanes)``."""
+    got: list[tuple[int, int, list[int]]] = []
+    overruns = []
+
+    async def tb(ctx):
+        ctx.set(dut.mode, prog.mode)
+        for t in range(prog.cycles + extra_cycles):
+            cyc = prog.inputs[t] if t < prog.cycles else None
+            if cyc is not None:
+                ia = cyc["ia"]
+                ctx.set(dut.ia.valid, ia is not None)
+                for r in range(dut.rows):
+                    ctx.set(dut.ia.data[r], ia[r] if ia is not None else 0)
+                for k in ("first", "last", "swap"):
+                    ctx.set(getattr(dut.ia, k), cyc[k])
+                ctx.set(dut.ib.valid, cyc["ib_valid"])
+                ctx.set(dut.ib.index, cyc["ib_index"])
+                for i, v in enumerate(cyc["ib"]):
+                    ctx.set(dut.ib.data[i], v)
+                kind, ref = cyc["psum_in"]
+                lanes = ref if kind == "const" else got[ref][2]
+                for c in range(dut.cols):
+                    ctx.set(dut.psum_in[c], lanes[c])
+            else:
+                ctx.set(dut.ia.valid, 0)
+                ctx.set(dut.ib.valid, 0)
+            if ctx.get(dut.psum.valid):
+                got.append((t, ctx.get(dut.psum.row), [ctx.get(dut.psum.data[c]) for c in range(dut.cols)]))
+            if ctx.get(dut.overrun):
+                overruns.append(t)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(tb)
+    sim.run()
+    assert not overruns, f"drain overrun at cycles {overruns[:5]}"
+    return got
+
+
+def check_against_model(prog, got):
+    want = prog.expected
+    assert len(got) == len(want), f"{len(got)} Psum vectors, expected {len(want)}"
+    for j, (g, w) in enumerate(zip(got, want)):
+        assert g[0] == w[0], f"vector {j}: emitted in cycle {g[0]}, expected {w[0]}"
+        if prog.mode.output_stationary:
+            assert g[1] == w[1], f"vector {j}: row {g[1]}, expected {w[1]}"
+        assert g[2] == w[2], f"vector {j} (cycle {g[0]}): {[hex(x) for x in g[2]]} != {[hex(x) for x in w[2]]}"
+
+
+def bf16_operands(rng, shape, special=0.0):
+    x = round_to_bf16_f32(rng.standard_normal(shape) * np.exp2(rng.integers(-4, 5, shape)))
+    if special:
+        mask = rng.random(shape) < special
+        x[mask] = rng.choice(np.array([0.0, -0.0, np.inf, -np.inf, 1e-40, 3e38], np.float32), mask.sum())
+    return x
+
+
+# --- model ---------------------------------------------------------------------------
+
+
+@given(st.sampled_from(list(CEMode)), st.integers(1, 9), st.integers(1, 9), st.integers(1, 9),
+       st.integers(1, 5), st.integers(1, 5), st.booleans(), st.integers(0, 2**32 - 1))
+def test_model_matches_sequential_dot(mode, M, N, K, R, C, with_acc, seed):
+    """Without an accumulator every mapping reduces to the sequential bf16 chain over k."""
+    rng = np.random.default_rng(seed)
+    A, B = bf16_operands(rng, (M, K)), bf16_operands(rng, (K, N))
+    acc = bf16_operands(rng, (M, N)) if with_acc else None
+    got, cycles = ce_gemm(mode, A, B, acc, rows=R, cols=C)
+    assert cycles == ce_cycles(mode, M, N, K, rows=R, cols=C)
+    chain = bf16_dot(A.T[:, :, None], B[:, None, :], axis=0, acc=None if mode.output_stationary else acc)
+    if mode.output_stationary and acc is not None:
+        from sim.bf16 import f32_add
+        chain = f32_add(acc, chain)
+    assert np.array_equal(got.view(np.uint32), chain.view(np.uint32))
+    ref = A.astype(np.float64) @ B.astype(np.float64) + (0 if acc is None else acc)
+    assert np.all(np.abs(got - ref) <= fp32_error_bound(A, B, acc))
+
+
+def test_model_integer_exact():
+    rng = np.random.default_rng(5)
+    A = rng.integers(-2**15, 2**15, (7, 11))
+    B = rng.integers(-2**15, 2**15, (11, 6))
+    for mode in CEMode:
+        C, _ = ce_gemm(mode, A, B, datatype="int16")
+        assert np.array_equal(C.astype(np.int64), A @ B)
+    # wrap-around of a narrow accumulator is modulo 2**acc_width
+    C, _ = ce_gemm(CEMode.OS_AB, A, B, datatype="int16", int_acc_width=32)
+    want = ((A @ B) + 2**31) % 2**32 - 2**31
+    assert np.array_equal(C.astype(np.int64), want)
+
+
+def test_model_utilization_large_gemm():
+    for mode in CEMode:
+        prog = ce_program(mode, np.ones((64, 64), np.float32), np.ones((64, 64), np.float32))
+        assert prog.utilization >= 0.95, (mode, prog.utilization)
+
+
+# --- RTL in the Amaranth simulator -----------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", list(CEMode), ids=lambda m: m.name)
+def test_ce_amaranth_bf16(mode):
+    rng = np.random.default_rng(100 + mode.value)
+    dut = CE(rows=4, cols=4)
+    for M, N, K in [(6, 5, 9), (4, 4, 4), (1, 3, 2)]:
+        A = bf16_operands(rng, (M, K), special=0.05)
+        B = bf16_operands(rng, (K, N), special=0.05)
+        acc = bf16_operands(rng, (M, N)) if M != 4 else None
+        prog = ce_program(mode, A, B, acc)
+        got = run_amaranth(dut, prog)
+        check_against_model(prog, got)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (1, 1), (5, 2)])
+def test_ce_amaranth_shapes(shape):
+    """Non-square arrays, every mapping, int16 mode (fast), exact."""
+    R, C = shape
+    rng = np.random.default_rng(R * 10 + C)
+    dut = CE(rows=R, cols=C, datatype="int16")
+    for mode in CEMode:
+        A = rng.integers(-2**15, 2**15, (7, 6))
+        B = rng.integers(-2**15, 2**15, (6, 5))
+        prog = ce_program(mode, A, B, rows=R, cols=C, datatype="int16")
+        got = run_amaranth(dut, prog)
+        check_against_model(prog, got)
+        Cres = ce_result(prog, [v for _, _, v in got])
+        assert np.array_equal(Cres.astype(np.int64), A @ B)
+
+
+# --- parameters and errors ---------------------------------------------------------------
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="rows must be >= 1"):
+        CE(rows=0)
+    with pytest.raises(ValueError, match="datatype"):
+        CE(datatype="fp8")
+    with pytest.raises(ConfigError, match="ce_cols"):
+        FettaConfig(ce_cols=0)
+
+
+def test_verilog_any_parameters():
+    for R, C, dt in [(1, 1, "bf16"), (2, 3, "int16"), (4, 4, "bf16")]:
+        text = verilog.convert(CE(rows=R, cols=C, datatype=dt), name="fetta_ce")
+        assert "module fetta_ce" in text
