@@ -11,6 +11,8 @@ import importlib
 
 #: name -> "module:factory(config)" ; the Verilog module is named ``fetta_<name>``
 TOPS: dict[str, str] = {
+    "pe": "hdl.pe:pe_from_config",
+    "ce": "hdl.ce:ce_from_config",
     "dist_net": "hdl.dist_net:dist_net",
     "red_net": "hdl.red_net:red_net",
     "fetta": "hdl.top:build",
