@@ -1,0 +1,156 @@
+"""System bench: the emitted Verilog of the whole accelerator against the emulator.
+
+One cocotb run executes a list of host jobs (write memories, push a program, start,
+wait for done, read back). The same jobs run on :class:`sim.emulator.Emulator`;
+every row read back, the cycle count, the error code and the halting pc must be
+equal. The jobs cover every CE grid shape (multicast of IA / IB, spatial reduction
+over 1, 2 and 4 CEs), both ping-pong halves, LOAD / STORE / accumulate / write-back
+and the error paths (state must be untouched by the faulting instruction).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gen.config import FettaConfig
+from gen.gemm import plan_gemm
+from gen.isa import Instr, gemm, halt, load, nop, store, sync
+from sim import bf16 as fp
+from sim.benches.system_bench import plan_jobs, run_jobs_rtl
+from sim.emulator import Emulator
+
+SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
+
+
+def emulate_jobs(config, jobs):
+    emu = Emulator(config)
+    out = {}
+    for j, job in enumerate(jobs):
+        p = f"j{j}_"
+        for half, addr, rows in job.get("uwrites", []):
+            emu.unified[half, addr:addr + len(rows)] = rows
+        for addr, rows in job.get("awrites", []):
+            emu.accum[addr:addr + len(rows)] = rows
+        # like the RTL: a push overwrites slots from 0, later slots keep older words
+        emu.load_program(job["prog"])
+        r = emu.run(job.get("half", 0))
+        out[p + "cycles"], out[p + "error"], out[p + "pc"] = r.cycles, int(r.error), r.pc
+        ur = [emu.unified[h, a:a + n] for h, a, n in job.get("ureads", [])]
+        out[p + "urd"] = np.concatenate(ur) if ur else np.zeros((0, config.lanes), np.uint64)
+        ar = [emu.accum[a:a + n] for a, n in job.get("areads", [])]
+        out[p + "ard"] = np.concatenate(ar) if ar else np.zeros((0, config.lanes), np.uint64)
+    return out
+
+
+def random_rows(emu, rng, n):
+    return emu.to_elem_bits(fp.round_to_bf16_f32(rng.standard_normal((n, emu.geo.lanes))))
+
+
+def build_jobs(config, seed):
+    rng = np.random.default_rng(seed)
+    emu = Emulator(config)
+    jobs = []
+    # GEMM plans on every grid shape of 4 CEs, random sizes, both halves
+    for grid in [(1, 1, 4), (2, 2, 1), (4, 1, 1), (1, 4, 1), (2, 1, 2), (1, 2, 2), (1, 1, 1)]:
+        M, K, N = (int(x) for x in rng.integers(1, 13, 3))
+        A = fp.round_to_bf16_f32(rng.standard_normal((M, K)))
+        B = fp.round_to_bf16_f32(rng.standard_normal((K, N)))
+        jobs += plan_jobs(config, plan_gemm(config, A, B, grid=grid))
+    assert emu.geo.unified_half_rows == 256 and emu.geo.accum_rows == 128
+    # a hand-written program: LOAD a bias, GEMM with ACC and WB, STORE, NOP/SYNC
+    half_rows = emu.geo.unified_half_rows
+    bias = emu.to_elem_bits(fp.round_to_bf16_f32(rng.standard_normal((8, 4))))
+    prog = [load(src=120, dst=16, chunks=2),
+            gemm(K=5, grid=(2, 2, 1), L0=2, a=(0, 2, 0, 0, 1), b=(20, 4, 2, 0, 0, 1), o=(16, 4, 2, 0, 17, 1),
+                 acc=True, wb=True, w_base=150),
+            nop(), sync(),
+            store(src=16, dst=200, chunks=3, src_stride=1, dst_stride=1), halt()]
+    jobs.append({"uwrites": [(1, 0, random_rows(emu, rng, 60)), (1, 120, bias)],
+                 "awrites": [(0, emu.to_elem_bits(np.zeros((64, 4))))],
+                 "prog": [i.encode() for i in prog], "half": 1,
+                 "ureads": [(1, 150, 60), (1, 200, 12)], "areads": [(0, 64)]})
+    # error paths: the faulting instruction and everything after it leave no trace
+    good = gemm(K=3, a=(0, 1), b=(8, 1), o=(0, 1), wb=True, w_base=100)
+    bads = [Instr(opcode=13),
+            gemm(K=2, grid=(2, 1, 1), a=(0, 1, 0, 0, 4), b=(16, 1), o=(0, 1, 0, 0, 1)),      # bank conflict
+            gemm(K=2, grid=(1, 2, 1), a=(0, 1), b=(16, 1, 0, 0, 0, 0), o=(0, 1)),           # two writers, one row
+            gemm(K=4, a=(half_rows - 3, 1), b=(0, 1), o=(0, 1)),                            # unified range
+            store(src=0, dst=0, chunks=2, dst_stride=2),                                   # bank conflict
+            load(src=0, dst=emu.geo.accum_rows - 4, chunks=2),                              # accumulation range
+            gemm(K=1, grid=(2, 2, 2))]                                                      # 8 CEs > 4
+    for bad in bads:
+        jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 24))],
+                     "prog": [good.encode(), bad.encode(), gemm(K=1, o=(40, 1), wb=True, w_base=120).encode(),
+                              halt().encode()],
+                     "ureads": [(0, 100, 28)], "areads": [(0, 48)]})
+    # no HALT: the pc runs off the instruction memory
+    jobs.append({"prog": [nop().encode()] * config.imem_depth, "half": 0})
+    return jobs
+
+
+def compare(rtl, emu, njobs):
+    for j in range(njobs):
+        p = f"j{j}_"
+        assert len(emu[p + "urd"]) == sum(1 for _ in rtl[p + "urd"])
+        for key in ("cycles", "error", "pc"):
+            assert int(rtl[p + key]) == int(emu[p + key]), (j, key, rtl[p + key], emu[p + key])
+        assert int(rtl[p + "host_err"]) == 0
+        for key in ("urd", "ard"):
+            assert np.array_equal(np.asarray(rtl[p + key], np.uint64), np.asarray(emu[p + key], np.uint64)), (j, key)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_system_matches_emulator(sim):
+    jobs = build_jobs(SMALL, seed=7)
+    emu = emulate_jobs(SMALL, jobs)
+    errors = [int(emu[f"j{j}_error"]) for j in range(len(jobs))]
+    assert sorted(set(errors)) == [0, 1, 2, 3, 4, 5, 6]     # every error code is exercised
+    rtl, _ = run_jobs_rtl(SMALL, jobs, sim)
+    compare(rtl, emu, len(jobs))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_fetta_run_rtl_cli(tmp_path, sim):
+    """``fetta run --sim icarus|verilator`` on a small configuration: golden bound and emulator equality."""
+    spec = tmp_path / "d.json"
+    spec.write_text(json.dumps({"name": "d", "format": "dense", "in_modes": [10], "out_modes": [9], "batch": 7}))
+    cfg = ["--set", "num_ces=4", "--set", "net_ports=4", "--set", "banks=4", "--set", "unified_kb=4",
+           "--set", "accum_kb=2", "--set", "imem_depth=16"]
+    res = {}
+    for s in (sim, "emulator"):
+        p = subprocess.run([sys.executable, "-m", "gen", "run", "--spec", str(spec), "--phase", "fp", "--sim", s,
+                            "--out", str(tmp_path / f"{s}.npz"), "--json", *cfg],
+                           capture_output=True, text=True, timeout=1200)
+        assert p.returncode == 0, p.stderr[-3000:]
+        res[s] = json.loads(p.stdout)
+    assert res[sim]["cycles"] == res["emulator"]["cycles"]
+    assert res[sim]["max_rel_err"] == res["emulator"]["max_rel_err"] < 2 ** -7
+    a, b = np.load(tmp_path / f"{sim}.npz"), np.load(tmp_path / "emulator.npz")
+    assert np.array_equal(a["Y"].view(np.uint32), b["Y"].view(np.uint32))
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_default_config_256(sim):
+    """The default accelerator (16 CEs, 256 MACs) on a 256 x 256 x 256 GEMM."""
+    from gen.gemm import run_emulator
+    from sim.benches.system_bench import run_plan_rtl
+
+    cfg = FettaConfig()
+    rng = np.random.default_rng(5)
+    A = fp.round_to_bf16_f32(rng.standard_normal((256, 256)))
+    B = fp.round_to_bf16_f32(rng.standard_normal((256, 256)))
+    plan = plan_gemm(cfg, A, B)
+    Ye, ce, _ = run_emulator(cfg, plan)
+    Yr, cr, _ = run_plan_rtl(cfg, plan, sim)
+    assert cr == ce
+    assert np.array_equal(Yr.view(np.uint32), Ye.view(np.uint32))
+    assert plan.macs / (ce * cfg.macs) >= 0.9
