@@ -81,8 +81,21 @@ class Grid:
     source: str = "grid"
 
     def points(self) -> list[dict[str, Any]]:
+        """The cartesian product of the axes; a key ``"a,b"`` is one axis of linked values."""
         keys = list(self.grid)
-        return [dict(zip(keys, combo)) for combo in itertools.product(*(self.grid[k] for k in keys))]
+        out = []
+        for combo in itertools.product(*(self.grid[k] for k in keys)):
+            point: dict[str, Any] = {}
+            for key, value in zip(keys, combo):
+                names = [n.strip() for n in key.split(",")]
+                point.update(zip(names, value) if len(names) > 1 else [(key, value)])
+            out.append(point)
+        return out
+
+    @property
+    def columns(self) -> list[str]:
+        """Configuration fields the grid varies, in grid order."""
+        return [n.strip() for k in self.grid for n in k.split(",")]
 
     def settings(self) -> dict[str, Any]:
         return {"tops": self.tops, "base": self.base, "layers": self.layers, "phase": self.phase,
@@ -119,11 +132,16 @@ def parse_grid(data: Mapping[str, Any], *, source: str = "grid") -> Grid:
         raise ConfigError(f"{source} has no [grid] table", field="grid")
     names = set(FettaConfig.field_names())
     for k, v in grid.items():
-        if k not in names:
-            raise ConfigError(f"not a configuration field (known: {', '.join(FettaConfig.field_names())})",
-                              field=f"grid.{k}")
+        keys = [n.strip() for n in k.split(",")]
+        for n in keys:
+            if n not in names:
+                raise ConfigError(f"not a configuration field (known: {', '.join(FettaConfig.field_names())})",
+                                  field=f"grid.{n}")
         if not isinstance(v, list) or not v:
             raise ConfigError("must be a non-empty list of values", field=f"grid.{k}")
+        if len(keys) > 1 and not all(isinstance(x, list) and len(x) == len(keys) for x in v):
+            raise ConfigError(f"linked axis: every value must be a list of {len(keys)} values",
+                              field=f"grid.{k}")
     base = dict(data.get("base", {}))
     for k in base:
         if k not in names:
@@ -155,6 +173,15 @@ def lint_verilog(verilog: str, module: str, timeout: float | None = None) -> dic
     """``verilator --lint-only -Wall`` minus :data:`LINT_WAIVERS`: warning and error counts by kind."""
     from sim import toolchain
 
+    from . import synth
+
+    key = hashlib.sha256("\0".join([verilog, module, *sorted(LINT_WAIVERS)]).encode()).hexdigest()[:20]
+    cfile = synth.CACHE_DIR / f"lint-{module}-{key}.json"
+    if cfile.exists():
+        try:
+            return json.loads(cfile.read_text())
+        except ValueError:
+            pass
     env = toolchain.sim_env()
     exe = shutil.which("verilator", path=env["PATH"])
     if exe is None:
@@ -170,7 +197,12 @@ def lint_verilog(verilog: str, module: str, timeout: float | None = None) -> dic
     for m in re.finditer(r"^%Warning-(\w+):", text, flags=re.M):
         kinds[m.group(1)] = kinds.get(m.group(1), 0) + 1
     errors = len(re.findall(r"^%Error", text, flags=re.M))
-    return {"warnings": sum(kinds.values()), "errors": errors, "kinds": kinds, "ok": p.returncode == 0 and not errors}
+    result = {"warnings": sum(kinds.values()), "errors": errors, "kinds": kinds, "ok": p.returncode == 0 and not errors}
+    cfile.parent.mkdir(parents=True, exist_ok=True)
+    tmpf = cfile.with_suffix(f".{os.getpid()}.tmp")
+    tmpf.write_text(json.dumps(result))
+    os.replace(tmpf, cfile)
+    return result
 
 
 def model_cycles(config: FettaConfig, layers: Iterable[str], phase: str) -> tuple[dict[str, int] | None, str | None]:
@@ -390,7 +422,7 @@ def run_sweep(grid: Grid, out: str | Path, *, executor: str = "local", scheduler
             continue
         todo.append(p)
     results = {point_id(p, settings): done[point_id(p, settings)] for p in points if point_id(p, settings) in done}
-    grid_keys = list(grid.grid)
+    grid_keys = grid.columns
     csv_path = out / "results.csv"
 
     def record(row: Mapping[str, Any]) -> None:

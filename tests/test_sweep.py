@@ -54,11 +54,22 @@ def read_csv(path):
     ({"sweep": {"tops": ["ce"], "colour": 1}, "grid": {"ce_rows": [1]}}, "sweep.colour"),
     ({"sweep": {"tops": ["ce"]}, "base": {"nope": 1}, "grid": {"ce_rows": [1]}}, "base.nope"),
     ({"sweep": {"tops": ["ce"]}, "grid": {"ce_rows": [1]}, "extra": {}}, "extra"),
+    ({"sweep": {"tops": ["ce"]}, "grid": {"num_ces,net_port": [[2, 2]]}}, "grid.net_port"),
+    ({"sweep": {"tops": ["ce"]}, "grid": {"num_ces,net_ports": [[2, 2], [4]]}}, "grid.num_ces,net_ports"),
 ])
 def test_bad_grids_name_the_field(data, field):
     with pytest.raises(ConfigError) as exc:
         sweep.parse_grid(data)
     assert exc.value.field == field
+
+
+def test_grid_points_with_linked_axes():
+    grid = sweep.parse_grid({"sweep": {"tops": ["ce"]},
+                             "grid": {"datatype": ["int16", "bf16"], "num_ces, net_ports": [[2, 2], [8, 16]]}})
+    assert grid.columns == ["datatype", "num_ces", "net_ports"]
+    assert grid.points() == [
+        {"datatype": "int16", "num_ces": 2, "net_ports": 2}, {"datatype": "int16", "num_ces": 8, "net_ports": 16},
+        {"datatype": "bf16", "num_ces": 2, "net_ports": 2}, {"datatype": "bf16", "num_ces": 8, "net_ports": 16}]
 
 
 def test_default_grid_parses_and_is_small():
@@ -161,3 +172,22 @@ banks = [2, 3]
     assert out["points"] == 2 and out["ok"] == 1 and out["failed"] == 1  # banks=3 is not a power of two
     rows = read_csv(out["csv"])
     assert [r["status"] for r in rows] == ["ok", "failed"] and "banks" in rows[1]["error"]
+
+
+def test_cycles_come_from_the_analytical_model(tmp_path):
+    model = pytest.importorskip("gen.model")
+    from gen.config import FettaConfig
+    from gen.spec import load_spec
+
+    grid = toy_grid(sweep={"lint": False, "layers": ["examples/atis_tt.json"], "phase": "fp"},
+                    base={"net_ports": 16, "banks": 16, "lanes": 4},
+                    grid={"int_width": [16], "int_acc_width": [32], "banks": [16], "num_ces": [4, 16]})
+    s = sweep.run_sweep(grid, tmp_path / "sw", jobs=1)
+    rows = {int(r["num_ces"]): r for r in read_csv(s.csv)}
+    assert [(r["status"], r["error"], r.get("cycles_error", "")) for r in rows.values()] == [("ok", "", "")] * 2
+    spec = load_spec(sweep.ROOT / "examples" / "atis_tt.json")
+    for n, r in rows.items():
+        cfg = FettaConfig(datatype="int16", int_width=16, int_acc_width=32, net_ports=16, num_ces=n, banks=16)
+        assert int(r["cycles.atis_tt"]) == model.model_phase(spec, "fp", cfg).cycles > 0
+    assert int(rows[16]["cycles.atis_tt"]) < int(rows[4]["cycles.atis_tt"])
+    assert {p.name for p in s.plots} == {"area_toy.png", "cycles_vs_area_toy.png"}
