@@ -119,6 +119,9 @@ class _Tables:
         full = N - 1
         idx = np.arange(N, dtype=np.int64)
         self.tm = or_in & (or_in[full ^ idx] | np.uint64(out_mask))
+        # an input keeps all its modes (a mode found only there is summed by the step that uses it)
+        for i, mk in enumerate(in_masks):
+            self.tm[1 << i] = np.uint64(mk)
         self.tsize = self.msize(self.tm)
         self.pc = pc
         self.full = full
