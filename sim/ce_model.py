@@ -416,3 +416,11 @@ def fp32_error_bound(A, B, acc=None, *, k_steps: int | None = None) -> np.ndarra
     if acc is not None:
         mag = mag + np.abs(np.asarray(acc, np.float64))
     return gamma * mag + n * 2.0 ** -126
+
+
+def program_to_json(prog: CEProgram) -> dict[str, Any]:
+    """A JSON-able form of ``prog`` (what the cocotb bench reads)."""
+    return {"mode": prog.mode.name, "mode_value": prog.mode.value, "rows": prog.rows, "cols": prog.cols,
+            "datatype": prog.datatype, "shape": list(prog.shape), "cycles": prog.cycles,
+            "inputs": [{**c, "psum_in": list(c["psum_in"])} for c in prog.inputs],
+            "expected": [list(e) for e in prog.expected]}
