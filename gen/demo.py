@@ -6,7 +6,9 @@ Steps, each reported on one line:
    to ``build/demo/<block>.v``;
 2. check the golden model of the ATIS attention layer (``examples/atis_tt.json``)
    against an independent rebuild of the full weight;
-3. when the whole accelerator exists: run the layer on it in simulation.
+3. run a dense contraction (``examples/dense_small.json``, ``fp``) on the whole
+   accelerator in simulation (Verilator, the default configuration) and check it
+   against the emulator (bit and cycle exact) and the float64 golden model.
 """
 
 from __future__ import annotations
@@ -43,6 +45,31 @@ def main() -> int:
           f"max rel. error vs rebuilt weight {err:.2e}")
     if err > 1e-10:
         print("error: golden model disagrees with the rebuilt weight", file=sys.stderr)
+        return 1
+    return run_on_accelerator(config)
+
+
+def run_on_accelerator(config, sim: str = "verilator") -> int:
+    """``Y = X @ W`` of a small dense layer on the RTL of the whole accelerator."""
+    from gen.commands.run import execute
+    from gen.gemm import plan_gemm
+    from gen.spec import load_spec
+    from sim.golden import compute, random_inputs
+
+    spec = load_spec("examples/dense_small.json")
+    inputs = random_inputs(spec, 1)
+    ref = compute(spec, inputs, phases=("fp",))["Y"]
+    plan = plan_gemm(config, inputs["X"], inputs["core_0"])
+    t0 = time.perf_counter()
+    Ye, ce, _ = execute(config, plan, "emulator")
+    Yr, cr, _ = execute(config, plan, sim)
+    rel = float(np.max(np.abs(Yr - ref)) / np.max(np.abs(ref)))
+    exact = bool(np.array_equal(Yr.view(np.uint32), Ye.view(np.uint32))) and cr == ce
+    print(f"[run]     {spec.name} fp on {sim}: {cr} cycles, utilization {plan.macs / (cr * config.macs):.1%}, "
+          f"max rel. error vs golden {rel:.2e}, emulator {'bit- and cycle-exact' if exact else 'DIFFERS'} "
+          f"({time.perf_counter() - t0:.0f} s)")
+    if not exact or rel > 2 ** -7:
+        print("error: the accelerator's result is wrong", file=sys.stderr)
         return 1
     return 0
 

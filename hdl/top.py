@@ -337,11 +337,17 @@ class Fetta(wiring.Component):
         # --- the FSM ------------------------------------------------------------------
         m.d.comb += [im_r.addr.eq(pc)]
         with m.FSM(name="ctrl"):
-            with m.State("IDLE"):
+            def wait_for_start():
                 with m.If(self.start):
                     m.d.sync += [busy.eq(1), done.eq(0), error.eq(0), pc.eq(0), cycles.eq(0), half.eq(self.run_half),
                                  host_err.eq(0)]
                     m.next = "START"
+
+            with m.State("IDLE"):
+                wait_for_start()
+            # a run ended (HALT or an error): behaves as IDLE, kept apart to show the end in waveforms
+            with m.State("HALTED"):
+                wait_for_start()
             with m.State("START"):
                 m.next = "FETCH"
             with m.State("FETCH"):
@@ -354,10 +360,10 @@ class Fetta(wiring.Component):
                 op = F["opcode"]
                 with m.If(dec.error != ErrorCode.NONE):
                     m.d.sync += [error.eq(dec.error), busy.eq(0), done.eq(1)]
-                    m.next = "IDLE"
+                    m.next = "HALTED"
                 with m.Elif(op == Opcode.HALT):
                     m.d.sync += [busy.eq(0), done.eq(1)]
-                    m.next = "IDLE"
+                    m.next = "HALTED"
                 with m.Elif(op == Opcode.GEMM):
                     m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0),
                                  ta_l1.eq(F["a_base"]), ta_t.eq(F["a_base"]), ta_k.eq(F["a_base"]),

@@ -1,0 +1,77 @@
+"""Benchmark of the whole accelerator: utilisation of dense GEMMs (emulator), and the RTL's
+elaboration / Verilator build time and simulation speed for a configuration.
+
+    python -m benchmarks.system [--rtl icarus|verilator] [--full]
+
+Prints a Markdown table (copy it to docs/accelerator.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+
+def gemm_rows(config, sizes):
+    from gen.gemm import plan_gemm, run_emulator
+    from sim.bf16 import round_to_bf16_f32
+
+    rows = []
+    for M, K, N in sizes:
+        rng = np.random.default_rng(0)
+        A = round_to_bf16_f32(rng.standard_normal((M, K)))
+        B = round_to_bf16_f32(rng.standard_normal((K, N)))
+        t0 = time.perf_counter()
+        plan = plan_gemm(config, A, B)
+        Y, cycles, _ = run_emulator(config, plan)
+        dt = time.perf_counter() - t0
+        rows.append((f"{M}x{K}x{N}", plan.grid, len(plan.passes), cycles, plan.macs / (cycles * config.macs), dt))
+    return rows
+
+
+def rtl_row(config, sim, size):
+    import hdl
+    from gen.gemm import plan_gemm
+    from sim.benches.system_bench import VERILATOR_ARGS, plan_jobs, run_jobs_rtl
+    from sim.bf16 import round_to_bf16_f32
+    from sim.runner import build
+
+    t0 = time.perf_counter()
+    text = hdl.to_verilog("fetta", config)
+    elab = time.perf_counter() - t0
+    sb = build(text, hdl.module_name("fetta"), sim, build_args=VERILATOR_ARGS if sim == "verilator" else ())
+    M, K, N = size
+    rng = np.random.default_rng(0)
+    plan = plan_gemm(config, round_to_bf16_f32(rng.standard_normal((M, K))),
+                     round_to_bf16_f32(rng.standard_normal((K, N))))
+    t0 = time.perf_counter()
+    out, _ = run_jobs_rtl(config, plan_jobs(config, plan), sim)
+    dt = time.perf_counter() - t0
+    cycles = sum(int(out[f"j{j}_cycles"]) for j in range(len(plan.passes)))
+    return elab, sb.build_seconds, sb.cached, cycles, dt
+
+
+def main() -> None:
+    from gen.config import FettaConfig
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rtl", choices=("icarus", "verilator"))
+    ap.add_argument("--size", type=int, nargs=3, default=(64, 64, 64))
+    args = ap.parse_args()
+    cfg = FettaConfig()
+    print("| GEMM MxKxN | grid (gm,gn,gk) | passes | cycles | utilization | emulator s |")
+    print("|---|---|---|---|---|---|")
+    for name, grid, passes, cycles, util, dt in gemm_rows(cfg, [(256, 256, 256), (128, 256, 64), (32, 768, 768),
+                                                               (12, 24, 20), (100, 100, 100)]):
+        print(f"| {name} | {grid} | {passes} | {cycles} | {util:.1%} | {dt:.2f} |")
+    if args.rtl:
+        elab, build_s, cached, cycles, dt = rtl_row(cfg, args.rtl, tuple(args.size))
+        print(f"\n{args.rtl}, default config: elaboration {elab:.1f} s, build {build_s:.1f} s"
+              f"{' (cached)' if cached else ''}, {cycles} cycles of a {args.size} GEMM in {dt:.1f} s "
+              f"(host transfers included) = {cycles / dt:.0f} cycles/s")
+
+
+if __name__ == "__main__":
+    main()
