@@ -2,8 +2,13 @@
 
 Flow (one Yosys run per design, see :data:`SYNTH_SCRIPT`)::
 
-    read_verilog -sv; synth -flatten -run begin:fine   (coarse: proc, opt, alumacc, memory -nomap)
+    read_verilog -sv; synth -flatten -noshare -run begin:fine   (coarse: proc, opt, alumacc, memory -nomap)
     opt; techmap; dfflegalize to plain D flip-flops; abc -fast; opt; stat
+
+``-noshare``: Yosys' SAT-based resource sharing spent more than 10 minutes on the
+shifters of one reduction network's FP32 adders without finishing; Amaranth's code
+rarely has mutually exclusive operators to share, so it is left out (documented in
+docs/synthesis.md).
 
 ``memory_map`` is deliberately *not* run: every ``amaranth.lib.memory.Memory``
 stays one ``$mem_v2`` cell and is reported as an SRAM macro (bits, read and
@@ -63,7 +68,7 @@ TRANSISTORS_PER_GE = 4
 #: the Yosys script; ``{top}`` and ``{src}`` are filled in
 SYNTH_SCRIPT = """\
 read_verilog -sv {src}
-synth -top {top} -flatten -run begin:fine
+synth -top {top} -flatten -noshare -run begin:fine
 opt -fast -full
 opt -full
 techmap
