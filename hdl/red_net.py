@@ -111,10 +111,13 @@ class AdderSwitch(wiring.Component):
             with m.Case(SwitchMode.SWAP):
                 m.d.comb += [self.l.eq(self.b), self.l_valid.eq(self.b_valid),
                              self.r.eq(self.a), self.r_valid.eq(self.a_valid)]
+            # every case drives every output, so that the emitted case statements are complete
             with m.Case(SwitchMode.ADD_LEFT):
-                m.d.comb += [self.l.eq(summed), self.l_valid.eq(any_valid)]
+                m.d.comb += [self.l.eq(summed), self.l_valid.eq(any_valid),
+                             self.r.eq(0), self.r_valid.eq(0)]
             with m.Case(SwitchMode.ADD_RIGHT):
-                m.d.comb += [self.r.eq(summed), self.r_valid.eq(any_valid)]
+                m.d.comb += [self.l.eq(0), self.l_valid.eq(0),
+                             self.r.eq(summed), self.r_valid.eq(any_valid)]
         return m
 
 

@@ -264,3 +264,23 @@ def unpack_levels(value: int, levels: int, per_level: int, bits: int = 1) -> lis
     """Flat control port -> ``[level][item]`` (``bits`` bits per item)."""
     mask = (1 << bits) - 1
     return [[(value >> ((s * per_level + i) * bits)) & mask for i in range(per_level)] for s in range(levels)]
+
+
+# --- running the emitted Verilog ------------------------------------------------------
+def run_net_bench(top: str, config, beats, *, latency: int, ctrl_port: str, sim: str, workdir) -> list[dict]:
+    """Emit ``top`` for ``config``, build it (cached per Verilog text and simulator), stream
+    ``beats`` = ``(flat data, valid bits, control port value, bank_idx, transpose)`` through
+    ``sim.benches.net_bench`` and return its outputs (``{"data", "valid"}`` per beat)."""
+    import json
+    from pathlib import Path
+
+    import hdl
+
+    from . import runner
+
+    build = runner.build(hdl.to_verilog(top, config), hdl.module_name(top), sim)
+    case = Path(workdir) / f"{top}-{sim}.json"
+    case.write_text(json.dumps({"latency": latency, "ctrl_port": ctrl_port, "beats": [
+        {"data": d, "valid": v, "ctrl": c, "bank": b, "transpose": t} for d, v, c, b, t in beats]}))
+    run_dir = runner.run(build, "sim.benches.net_bench", env={"FETTA_NET_CASE": str(case)})
+    return json.loads((run_dir / "net_out.json").read_text())["outputs"]
