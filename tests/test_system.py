@@ -116,7 +116,7 @@ def test_system_matches_emulator(sim):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_fetta_run_rtl_cli(tmp_path, sim):
     """``fetta run --sim icarus|verilator`` on a small configuration: golden bound and emulator equality."""
     spec = tmp_path / "d.json"
