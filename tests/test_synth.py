@@ -179,9 +179,38 @@ def test_table3_rows_shares_and_others():
     assert rows["Vector Unit"]["area"] is None and "not registered" in rows["Vector Unit"]["note"]
     text = synth.format_table3(rep)
     assert "| CE Array | ce (x4) |" in text and "14.09%" in text
-    # without the whole accelerator the shares are of the rows found
+    # with the whole accelerator, the memory rows are its SRAM macros by name
+    assert rows["Unified Mem."]["sram_bits"] == 0 and rows["Unified Mem."]["area"] == 0
+    # without it, the shares are of the rows found, memories from the configuration's geometry
     rep2 = synth.table3(cfg, results, plan, None)
-    assert rep2["total_area"] == pytest.approx(460)
+    mems = synth.config_memories(cfg)
+    sram = sum(m.transistors for ms in mems.values() for m in ms) / 4
+    assert rep2["total_area"] == pytest.approx(460 + sram)
+    rows2 = {r["block"]: r for r in rep2["rows"]}
+    assert rows2["Unified Mem."]["sram_bits"] == cfg.unified_kb * 1024 * 8
+    assert rows2["Accumulator"]["sram_bits"] == cfg.accum_rows_per_bank * cfg.banks * cfg.lanes * 32
+    assert rows2["Others"]["area"] is None
+
+
+@pytest.mark.slow
+def test_table3_of_a_small_whole_accelerator():
+    """Whole accelerator (minutes): its SRAM macros match the configuration's geometry; shares add up."""
+    import hdl
+
+    if "fetta" not in hdl.TOPS:
+        pytest.skip("the whole accelerator is not registered yet")
+    cfg = FettaConfig(datatype="int16", num_ces=2, net_ports=2, banks=2, lanes=2, ce_rows=2, ce_cols=2,
+                      unified_kb=4, accum_kb=2, imem_depth=64, vector_lanes=2)
+    total = synth.synth_block("fetta", cfg)
+    key = lambda m: (m.name, m.width, m.depth, m.read_ports, m.write_ports)  # noqa: E731
+    expect = [m for ms in synth.config_memories(cfg).values() for m in ms]
+    assert sorted(map(key, expect)) == sorted(key(m) for m in total.memories if m.name != "imem")
+    assert total.flip_flops < total.sram_bits  # memories are not flip-flops
+    plan = synth.table3_plan(cfg)
+    rep = synth.table3(cfg, {"fetta": total}, plan, total)
+    rows = {r["block"]: r for r in rep["rows"]}
+    assert rows["Unified Mem."]["sram_bits"] == cfg.unified_kb * 1024 * 8
+    assert rows["Others"]["area"] > 0
 
 
 def test_cli_synth_top_json(capsys):
