@@ -20,6 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also place and route on the ECP5 (yosys synth_ecp5 + nextpnr-ecp5): LUT/FF/DSP/BRAM, Fmax")
     p.add_argument("--fpga-target", default="ulx3s-85f", help="FPGA target (default: ulx3s-85f, LFE5U-85F)")
     p.add_argument("--fpga-only", action="store_true", help="with --top: only the FPGA flow")
+    p.add_argument("--no-whole", action="store_true",
+                   help="Table III from the blocks only: skip the whole accelerator (its Others row stays empty)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="limit of one tool run (seconds)")
     p.add_argument("-j", "--jobs", type=int, default=2, help="blocks synthesized in parallel (default 2)")
     p.add_argument("--no-cache", action="store_true", help="redo runs even if an identical one is cached")
@@ -78,7 +80,8 @@ def main(args: argparse.Namespace) -> int:
 
     # Table III report over every registered block standing for a row, plus the whole accelerator
     plan = table3_plan(config)
-    names = sorted({w[0] for w in plan.values() if w} | ({hdl.DEFAULT_TOP} & set(hdl.TOPS)))
+    whole = set() if args.no_whole else ({hdl.DEFAULT_TOP} & set(hdl.TOPS))
+    names = sorted({w[0] for w in plan.values() if w} | whole)
     if not names:
         raise ConfigError("no block of Table III is registered in hdl.TOPS yet", field="--top")
     results, errors = {}, {}
