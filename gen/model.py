@@ -225,7 +225,7 @@ def map_step(step: Step, sizes: Mapping[str, int], config: FettaConfig, arch: st
     dims = {"b": g.b, "m": g.m, "n": g.n, "k": g.k}
     bw = config.banks * config.lanes
     bpc = config.dram_gbps * 1e3 / config.freq_mhz  # DRAM bytes per cycle
-    eb = config.elem_bits // 8
+    eb = (config.elem_bits + 7) // 8  # bytes per stored element (narrow ints occupy whole bytes)
     E = a.ces
     if a.flexible_shape:
         shapes = []
@@ -351,7 +351,7 @@ def model_network(net: Network, path: Sequence[Sequence[int]], config: FettaConf
                   arch: str = "fetta") -> ModelResult:
     """Cycles, traffic and energy of contracting ``net`` along ``path`` on ``arch``."""
     a = get_arch(arch, config)
-    eb = config.elem_bits // 8
+    eb = (config.elem_bits + 7) // 8  # bytes per stored element (narrow ints occupy whole bytes)
     half = config.unified_kb * 1024 // eb // 2   # elements of one ping-pong half
     capacity = 2 * half
     bpc = config.dram_gbps * 1e3 / config.freq_mhz

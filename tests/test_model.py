@@ -127,3 +127,15 @@ def test_cli_model_bad_config_field():
     proc = subprocess.run([sys.executable, "-m", "gen", "model", "--spec", "benchmarks/layers/atis_tt.json",
                            "--phase", "fp", "--set", "num_ces=0"], capture_output=True, text=True)
     assert proc.returncode == 2 and "num_ces" in proc.stderr
+
+
+def test_narrow_integer_elements_occupy_whole_bytes():
+    """int_width < 8 still stores one element per byte (no division by zero, finite traffic)."""
+    from gen.config import FettaConfig
+    from gen.model import model_phase
+    from gen.spec import parse_spec
+
+    spec = parse_spec({"format": "tt", "in_modes": [4, 4], "out_modes": [4, 4], "ranks": 2, "batch": 4})
+    narrow = model_phase(spec, "fp", FettaConfig(datatype="int16", int_width=4, int_acc_width=16))
+    wide = model_phase(spec, "fp", FettaConfig(datatype="int16", int_width=8, int_acc_width=16))
+    assert narrow.cycles == wide.cycles and narrow.cycles > 0
