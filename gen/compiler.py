@@ -1,0 +1,793 @@
+"""The fetta compiler: whole tensorized layers (FP, BP, WG) to instruction runs and memory images.
+
+Pipeline (issue 6, paper sections III-B and V-B4):
+
+1. **Networks and paths.** ``gen.network.phase_networks(spec, phase)``; each network is contracted
+   along the MAC-optimal SSA path of ``gen.search.best_path`` (or a path given per label).
+   With ``phase="train"`` the FP and BP intermediates are kept (host side, counted as DRAM
+   traffic) and every WG network is re-solved with the saved tensors as extra inputs; the
+   cheaper of "with reuse" / "without" is executed (``gen.search.training_aware`` explains why
+   an FP intermediate not containing ``core_k`` is exactly a WG operand of ``core_k``).
+2. **Grouping.** Each pairwise step is split into batch (shared-free), m (free of A), n (free of B)
+   and k (contracted) modes as :func:`gen.lowering.lower_step` does. Size-1 modes of one operand
+   that are summed (the boundary bonds) are pinned to index 0.
+3. **Roles and layouts.** A stored tensor has a mode order whose last mode is its *lane mode*:
+   one unified row holds ``lanes`` consecutive values of it (padded with zeros to a multiple of
+   ``lanes``); the other modes have row strides (row-major, compact). The OS dataflow reads IA
+   rows as ``ce_rows`` values of m and IB rows as ``ce_cols`` values of n, and writes result rows
+   of n: so the lane of A must be an m-mode, the lane of B an n-mode, and the result's lane is
+   B's lane. The compiler picks which operand is A/B, the lane of every tensor the host writes,
+   and the mode order of every result (the modes the *next* step contracts are put, sorted,
+   just before the lane, so that they merge into one address-generator loop in both operands).
+   A tensor whose lane mode cannot serve its consumer (the lane is contracted or shared there)
+   is **re-laid out by the host** (read back, permuted, written again): counted in ``relayouts``
+   and ``relayout_bytes``, and its cycles (``2 * ceil(rows / banks)``: a row-parallel read and a
+   write through the host port at ``banks`` rows per cycle, as LOAD/STORE move rows) are added
+   to ``cycles``. An operand with no free mode at all gets a size-1 *dummy lane* (``_<n>``)
+   padded to ``lanes`` (padding counted in utilization).
+4. **Tiling.** Every loop of the step becomes an address-generator level with a row stride per
+   operand. The compiler enumerates the CE grid ``gm x gn x gk`` (products <= ``num_ces``), the
+   loop each grid index splits, the ``K`` loop (largest contracted loop), and ``L0``/``L1`` (the
+   largest free loops), checks every candidate with :func:`gen.isa.check` (bank conflicts, ranges)
+   and keeps the fastest by :func:`gen.isa.exec_cycles`. Loops that do not fit the three levels
+   become several instructions (free loops: separate instructions; contracted loops: an
+   ``ACC`` chain, write-back on the last).
+5. **Allocation.** A *segment* is a run of steps on one ping-pong half with a bump allocator.
+   Intermediates stay on chip while they fit; when a step does not fit, the segment closes
+   (live tensors are read back = spilled, counted in ``dram_bytes``), and the next segment uses
+   the other half. Programs longer than ``imem_depth - 1`` are split into several runs.
+6. **Execution.** :func:`execute` runs the compiled :class:`Program` on the emulator (or records
+   the host jobs for the RTL bench). Block-term sums (``bt`` with several blocks) are added on
+   the host in float64 (documented deviation: the accelerator has no vector unit yet).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .config import FettaConfig
+from .errors import FettaError
+from .isa import OVERHEAD, ErrorCode, ce_offsets, Geometry, Instr, assemble, check, exec_cycles, gemm, gemm_macs, halt
+from .network import Network, Operand, Step, path_macs, path_steps, phase_networks
+
+
+class CompileError(FettaError):
+    kind = "compile"
+
+
+def _ceil_to(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+# --------------------------------------------------------------------------------
+# Layouts
+# --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """Storage of one tensor in unified memory: ``modes`` in order, the last is the lane mode."""
+
+    modes: tuple[str, ...]
+    ext: tuple[int, ...]        # padded extents (lane and A-lane modes padded to ``lanes``)
+    rstride: tuple[int, ...]    # row stride per mode (lane: per block of ``lanes`` values)
+    rows: int
+    lanes: int
+
+    @property
+    def lane(self) -> str:
+        return self.modes[-1]
+
+    def stride(self, mode: str) -> int:
+        return self.rstride[self.modes.index(mode)] if mode in self.modes else 0
+
+    @staticmethod
+    def make(modes: Sequence[str], sizes: Mapping[str, int], lanes: int, padded: Sequence[str] = ()) -> "Layout":
+        modes = tuple(modes)
+        ext = tuple(_ceil_to(sizes[m], lanes) if (m == modes[-1] or m in padded) else sizes[m] for m in modes)
+        strides = [0] * len(modes)
+        step = 1
+        for i in reversed(range(len(modes))):
+            strides[i] = step
+            step *= ext[i] // lanes if i == len(modes) - 1 else ext[i]
+        return Layout(modes, ext, tuple(strides), step, lanes)
+
+    def pack(self, arr: np.ndarray, arr_modes: Sequence[str]) -> np.ndarray:
+        """Values ``arr`` (axes ``arr_modes``) -> rows ``[rows, lanes]`` (zeros in the padding)."""
+        arr = np.asarray(arr, np.float32)
+        src = list(arr_modes)
+        for m in self.modes:           # dummy modes
+            if m not in src:
+                arr = arr[..., None]
+                src.append(m)
+        arr = np.transpose(arr, [src.index(m) for m in self.modes])
+        full = np.zeros(self.ext, np.float32)
+        full[tuple(slice(0, s) for s in arr.shape)] = arr
+        # rows: row-major over modes, lane blocked
+        full = full.reshape(*self.ext[:-1], self.ext[-1] // self.lanes, self.lanes)
+        return full.reshape(self.rows, self.lanes)
+
+    def unpack(self, rows: np.ndarray, sizes: Mapping[str, int]) -> np.ndarray:
+        """Rows -> values with axes ``self.modes`` (padding dropped)."""
+        full = np.asarray(rows).reshape(self.ext)
+        return full[tuple(slice(0, sizes[m]) for m in self.modes)]
+
+
+# --------------------------------------------------------------------------------
+# Mapping one GEMM onto the address generators and the CE grid
+# --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Lp:
+    """One loop level: trip count and row strides of A, B and the output."""
+
+    name: str
+    trip: int
+    a: int
+    b: int
+    o: int
+
+
+def _merge(loops: list[Lp]) -> list[Lp]:
+    """Fuse loops ``x`` (outer) and ``y`` (inner) when ``x``'s strides are ``y.trip`` times ``y``'s
+    in all three tensors: one address-generator level then walks both."""
+    loops = [lp for lp in loops if lp.trip > 1]
+    changed = True
+    while changed:
+        changed = False
+        for x, y in itertools.permutations(loops, 2):
+            if x.a == y.trip * y.a and x.b == y.trip * y.b and x.o == y.trip * y.o:
+                loops = [lp for lp in loops if lp is not x and lp is not y]
+                loops.append(Lp(f"{x.name}*{y.name}", x.trip * y.trip, y.a, y.b, y.o))
+                changed = True
+                break
+    return loops
+
+
+@dataclass
+class Mapping_:
+    """The chosen mapping of one step: an instruction template and the unrolled loops."""
+
+    grid: tuple[int, int, int]
+    K: Lp
+    L0: Lp
+    L1: Lp
+    gm: Lp
+    gn: Lp
+    gk: Lp
+    o_sk: int
+    free_unroll: list[Lp]
+    k_unroll: list[Lp]
+    cycles: int
+    instrs: int
+
+
+_ONE = Lp("1", 1, 0, 0, 0)
+
+
+def _split(lp: Lp, g: int) -> tuple[Lp, Lp]:
+    """Split ``lp`` into a spatial index of ``g`` (inner, same strides) and the rest (outer)."""
+    return (Lp(lp.name + "/s", g, lp.a, lp.b, lp.o),
+            Lp(lp.name + "/t", lp.trip // g, lp.a * g, lp.b * g, lp.o * g))
+
+
+def _template(m: Mapping_) -> Instr:
+    return gemm(K=m.K.trip, grid=m.grid, L0=m.L0.trip, L1=m.L1.trip,
+                a=(0, m.K.a, m.L0.a, m.L1.a, m.gm.a, m.gn.a, m.gk.a),
+                b=(0, m.K.b, m.L0.b, m.L1.b, m.gm.b, m.gn.b, m.gk.b),
+                o=(0, m.o_sk, m.L0.o, m.L1.o, m.gm.o, m.gn.o, 0), w_base=0, acc=False, wb=True)
+
+
+def map_gemm(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> Mapping_:
+    """Choose grid, loop levels and unrolling of one step (fastest that passes :func:`check`)."""
+    free = _merge(free)
+    ks = _merge(ks)
+    best: Mapping_ | None = None
+    E = geo.ces
+    grids = [(1 << a, 1 << b, 1 << c) for a in range(E.bit_length()) for b in range(E.bit_length())
+             for c in range(E.bit_length()) if (1 << (a + b + c)) <= E]
+    for gm, gn, gk in grids:
+        gk_opts = [None] if gk == 1 else [i for i, lp in enumerate(ks) if lp.trip % gk == 0]
+        gm_opts = [None] if gm == 1 else [i for i, lp in enumerate(free) if lp.trip % gm == 0]
+        gn_opts = [None] if gn == 1 else [i for i, lp in enumerate(free) if lp.trip % gn == 0]
+        for ik, im, in_ in itertools.product(gk_opts, gm_opts, gn_opts):
+            if im is not None and im == in_:
+                continue
+            kl = list(ks)
+            fl = list(free)
+            gk_lp = gm_lp = gn_lp = _ONE
+            if ik is not None:
+                gk_lp, kl[ik] = _split(kl[ik], gk)
+            if im is not None:
+                gm_lp, fl[im] = _split(fl[im], gm)
+            if in_ is not None:
+                gn_lp, fl[in_] = _split(fl[in_], gn)
+            kl = sorted((lp for lp in kl if lp.trip > 1), key=lambda lp: -lp.trip)
+            fl = sorted((lp for lp in fl if lp.trip > 1), key=lambda lp: -lp.trip)
+            K = kl[0] if kl else _ONE
+            k_unroll = kl[1:]
+            for nlev in (2, 1, 0):
+                levels = fl[:nlev] + [_ONE] * (2 - min(nlev, len(fl)))
+                L0, L1 = levels[0], levels[1]
+                free_unroll = fl[min(nlev, len(fl)):]
+                m = Mapping_((gm, gn, gk), K, L0, L1, gm_lp, gn_lp, gk_lp, o_sk, free_unroll, k_unroll, 0, 0)
+                ins = _template(m)
+                if max(ins.K, ins.L0, ins.L1) >= 1 << 16 or \
+                        max(abs(v) for v in (m.K.a, m.K.b, m.L0.a, m.L0.b, m.L0.o, m.L1.a, m.L1.b, m.L1.o,
+                                             o_sk, gm_lp.a, gm_lp.b, gm_lp.o, gn_lp.a, gn_lp.b, gn_lp.o,
+                                             gk_lp.a, gk_lp.b)) >= 1 << 16:
+                    continue
+                if check(ins, geo) != ErrorCode.NONE:
+                    continue
+                n = math.prod(lp.trip for lp in free_unroll + k_unroll)
+                m.instrs = n
+                m.cycles = n * (OVERHEAD + exec_cycles(ins, geo))
+                if best is None or (m.cycles, -gm * gn * gk) < (best.cycles, -math.prod(best.grid)):
+                    best = m
+                break
+    if best is None:
+        raise CompileError("no mapping of a step passes the ISA checks (accumulation unit too small?)",
+                           field="accum_kb")
+    return best
+
+
+# --------------------------------------------------------------------------------
+# Compiled program
+# --------------------------------------------------------------------------------
+@dataclass
+class Write:
+    """Host writes tensor ``name`` (host store) into ``addr`` with ``layout``."""
+
+    addr: int
+    name: str
+    layout: Layout
+
+
+@dataclass
+class Read:
+    """Host reads ``layout.rows`` rows at ``addr`` into host tensor ``name`` (axes ``layout.modes``)."""
+
+    addr: int
+    name: str
+    layout: Layout
+
+
+@dataclass
+class Run:
+    """One accelerator run: host writes, a program (ending in HALT), host reads after it."""
+
+    half: int
+    writes: list[Write] = field(default_factory=list)
+    program: list[Instr] = field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)
+
+    @property
+    def words(self) -> list[int]:
+        return assemble(self.program)
+
+
+@dataclass
+class StepRecord:
+    network: str
+    step: int
+    lhs: tuple[str, ...]
+    rhs: tuple[str, ...]
+    out: tuple[str, ...]
+    roles: str
+    grid: tuple[int, int, int]
+    instrs: int
+    macs: int
+    est_cycles: int
+    out_layout: tuple[str, ...]
+
+
+@dataclass
+class Program:
+    """Everything the host does to run one phase: runs in order, and how to assemble results."""
+
+    runs: list[Run]
+    #: host-side operations between runs: (before run index, kind, args)
+    host_ops: list[tuple[int, str, tuple]]
+    #: target npz key -> list of (host tensor name, modes, result shape, output modes order)
+    results: dict[str, list[tuple[str, tuple[str, ...], tuple[int, ...], tuple[str, ...]]]]
+    sizes: dict[str, int]
+    macs: int
+    steps: list[StepRecord]
+    relayouts: int = 0
+    relayout_bytes: int = 0
+    relayout_cycles: int = 0
+    dram_bytes: int = 0
+    onchip_bytes: int = 0
+    padded_macs: int = 0
+    paths: dict[str, list[list[int]]] = field(default_factory=dict)
+    reused: dict[str, list[str]] = field(default_factory=dict)
+    #: host-store inputs: npz key -> modes
+    input_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------
+# The compiler
+# --------------------------------------------------------------------------------
+class _Tensor:
+    def __init__(self, name: str, modes: tuple[str, ...]):
+        self.name = name
+        self.modes = modes           # logical modes (dummies included)
+        self.layout: Layout | None = None
+        self.addr: int | None = None  # on chip in the current segment
+        self.on_host = False
+        self.read_run = -1
+
+
+class Compiler:
+    """Compile networks into a :class:`Program` (see the module docstring)."""
+
+    def __init__(self, config: FettaConfig):
+        from .gemm import check_config
+
+        check_config(config)
+        self.config = config
+        self.geo = Geometry.of(config)
+        self.L = config.lanes
+        self.elem_bytes = config.elem_bits // 8
+        self.runs: list[Run] = []
+        self.host_ops: list[tuple[int, str, tuple]] = []
+        self.sizes: dict[str, int] = {}
+        self.steps: list[StepRecord] = []
+        self.stats = dict(relayouts=0, relayout_bytes=0, relayout_cycles=0, dram_bytes=0, onchip_bytes=0,
+                          padded_macs=0, macs=0)
+        self.half = 1
+        self.top = 0
+        self.onchip: dict[str, _Tensor] = {}
+        self.dummies = 0
+        self.cur: Run | None = None
+        self.registry: dict[str, _Tensor] = {}
+        #: tensors read back when a segment closes: saved intermediates and the live operands
+        self.keep: set[str] = set()
+        self.live: set[str] = set()
+        self._new_segment()
+
+    # --- segments -----------------------------------------------------------------
+    def _new_segment(self) -> None:
+        self.half ^= 1
+        self.top = 0
+        self.onchip = {}
+        self.cur = Run(self.half)
+        self.runs.append(self.cur)
+
+    def _close_segment(self) -> None:
+        """Spill what is still needed (saved intermediates, live operands) and switch halves."""
+        for t in list(self.onchip.values()):
+            if t.name in self.keep or t.name in self.live:
+                self._ensure_on_host(t)
+            t.addr = None
+        self._new_segment()
+
+    def _ensure_on_host(self, t: _Tensor) -> None:
+        """Read an on-chip tensor back (it then lives in the host store / DRAM model)."""
+        if t.on_host:
+            return
+        assert t.addr is not None and t.layout is not None
+        self.cur.reads.append(Read(t.addr, t.name, t.layout))
+        self.stats["dram_bytes"] += t.layout.rows * self.L * self.elem_bytes
+        t.on_host = True
+        t.read_run = len(self.runs) - 1
+
+    def _alloc(self, rows: int) -> int | None:
+        base = _ceil_to(self.top, self.geo.banks)
+        if base + rows > self.geo.unified_half_rows:
+            return None
+        self.top = base + rows
+        return base
+
+    def _place(self, t: _Tensor, layout: Layout, live: Sequence[_Tensor]) -> None:
+        """Host-write ``t`` (from the host store) in ``layout``; close the segment if it does not fit."""
+        addr = self._alloc(layout.rows)
+        if addr is None:
+            raise _NoRoom
+        if t.read_run == len(self.runs) - 1:
+            # its host copy is read after the current run: write it before the next one (same half)
+            self.runs.append(Run(self.half))
+            self.cur = self.runs[-1]
+        t.layout, t.addr = layout, addr
+        self.onchip[t.name] = t
+        self.cur.writes.append(Write(addr, t.name, layout))
+        self.stats["dram_bytes"] += layout.rows * self.L * self.elem_bytes
+
+    # --- one step -------------------------------------------------------------------
+    def _lane_choices(self, t: _Tensor, allowed: list[str]) -> list[str]:
+        if t.layout is not None and t.name in self.onchip and t.layout.lane in allowed:
+            return [t.layout.lane]
+        if not allowed:
+            return []
+        # prefer little padding, then large extents
+        return sorted(allowed, key=lambda m: (_ceil_to(self.sizes[m], self.L) - self.sizes[m],
+                                              -self.sizes[m], m))[:2]
+
+    def _order(self, modes: Sequence[str], lane: str, next_k: set[str]) -> tuple[str, ...]:
+        rest = [m for m in modes if m != lane]
+        head = sorted(m for m in rest if m not in next_k)
+        tail = sorted(m for m in rest if m in next_k)
+        return tuple(head + tail + [lane])
+
+    def step(self, label: str, s_idx: int, A: _Tensor, B: _Tensor, keep: set[str], out_name: str,
+             next_info: tuple[set[str], set[str]] | None, final: bool) -> _Tensor:
+        """Compile one pairwise contraction ``A x B`` keeping modes ``keep``.
+
+        ``next_info``: (modes of the consumer's other operand, modes the consumer keeps).
+        """
+        sizes = self.sizes
+        best = None
+        for X, Y in ((A, B), (B, A)):
+            xm = [m for m in X.modes if m not in Y.modes and m in keep]
+            yn = [m for m in Y.modes if m not in X.modes and m in keep]
+            for alpha in self._lane_choices(X, xm) or [None]:
+                for beta in self._lane_choices(Y, yn) or [None]:
+                    cand = self._evaluate(X, Y, alpha, beta, keep, next_info)
+                    if best is None or cand[0] < best[0]:
+                        best = cand
+        _, X, Y, alpha, beta = best
+        for attempt in range(2):
+            try:
+                return self._emit(label, s_idx, X, Y, alpha, beta, keep, out_name, next_info, final)
+            except _NoRoom:
+                if attempt:
+                    raise CompileError(f"step {s_idx} of {label} does not fit one unified half even alone "
+                                       f"(chunking of oversized steps is not implemented)", field="unified_kb")
+                self._close_segment()
+
+    def _evaluate(self, X, Y, alpha, beta, keep, next_info):
+        """Score a role / lane choice: padded MACs, re-layouts now and for the consumer."""
+        sizes = self.sizes
+        L = self.L
+        penalty = 0
+        for t, lane in ((X, alpha), (Y, beta)):
+            if t.name in self.onchip and (lane is None or t.layout.lane != lane):
+                penalty += t.layout.rows * 4
+        out_lane = beta
+        if next_info is not None and out_lane is not None:
+            other, nkeep = next_info
+            if out_lane in other or out_lane not in nkeep:
+                penalty += math.prod(sizes[m] for m in keep) // L * 4
+        union = set(X.modes) | set(Y.modes)
+        padded = 1
+        for m in union:
+            s = sizes.get(m, 1)
+            padded *= _ceil_to(s, L) if m in (alpha, beta) else s
+        if alpha is None:
+            padded *= L
+        if beta is None:
+            padded *= L
+        return (penalty + padded // self.config.macs, 0), X, Y, alpha, beta
+
+    def _dummy(self) -> str:
+        self.dummies += 1
+        name = f"_{self.dummies}"
+        self.sizes[name] = 1
+        return name
+
+    def _prepare(self, t: _Tensor, lane: str, order_k: set[str]) -> None:
+        """Make ``t`` available on chip with lane mode ``lane`` (host write or re-layout)."""
+        if t.name in self.onchip and t.layout.lane == lane:
+            return
+        if t.name in self.onchip:      # lane mismatch: explicit re-layout through the host
+            self._ensure_on_host(t)
+            self.stats["relayouts"] += 1
+            nbytes = 2 * t.layout.rows * self.L * self.elem_bytes
+            self.stats["relayout_bytes"] += nbytes
+            self.stats["relayout_cycles"] += 2 * -(-t.layout.rows // self.geo.banks)
+            self.host_ops.append((len(self.runs) - 1, "relayout", (t.name,)))
+        if lane not in t.modes:
+            t.modes = t.modes + (lane,)
+        layout = Layout.make(self._order(t.modes, lane, order_k), self.sizes, self.L)
+        self._place(t, layout, ())
+
+    def _emit(self, label, s_idx, X: _Tensor, Y: _Tensor, alpha, beta, keep, out_name, next_info, final):
+        sizes = self.sizes
+        L = self.L
+        kmodes = {m for m in X.modes if m in Y.modes and m not in keep}
+        if alpha is None:
+            alpha = self._dummy()
+        if beta is None:
+            beta = self._dummy()
+        # operands must be on chip (their lanes decided); a tensor may be both (never in fetta nets)
+        self._prepare(X, alpha, kmodes)
+        self._prepare(Y, beta, kmodes)
+        la, lb = X.layout, Y.layout
+        keep_modes = [m for m in dict.fromkeys(X.modes + Y.modes) if m in keep or m in (alpha, beta)]
+        next_k = set()
+        if next_info is not None:
+            other, nkeep = next_info
+            next_k = {m for m in keep_modes if m in other and m not in nkeep}
+        out_order = self._order(keep_modes, beta, next_k)
+        lo = Layout.make(out_order, sizes, L, padded=(alpha,))
+        out = _Tensor(out_name, tuple(keep_modes))
+        addr = self._alloc(lo.rows)
+        if addr is None:
+            raise _NoRoom
+        out.layout, out.addr = lo, addr
+        # loops
+        free: list[Lp] = []
+        ks: list[Lp] = []
+        for m in keep_modes:
+            if m == alpha:
+                free.append(Lp(m, lo.ext[lo.modes.index(m)] // L, la.stride(m), 0, L * lo.stride(m)))
+            elif m == beta:
+                free.append(Lp(m, lb.ext[-1] // L, 0, lb.stride(m), lo.stride(m)))
+            else:
+                free.append(Lp(m, sizes[m], la.stride(m), lb.stride(m), lo.stride(m)))
+        for m in sorted(kmodes):
+            ks.append(Lp(m, sizes[m], la.stride(m), lb.stride(m), 0))
+        for m in set(X.modes) ^ set(Y.modes):
+            if m not in keep_modes and sizes[m] != 1:
+                raise CompileError(f"mode {m} of one operand is summed but has size {sizes[m]}", field="spec")
+        mp = map_gemm(free, ks, lo.stride(alpha), self.geo)
+        tmpl = _template(mp)
+        instrs = []
+        fu = mp.free_unroll
+        ku = mp.k_unroll
+        for fidx in itertools.product(*(range(lp.trip) for lp in fu)):
+            fa = sum(i * lp.a for i, lp in zip(fidx, fu))
+            fb = sum(i * lp.b for i, lp in zip(fidx, fu))
+            fo = sum(i * lp.o for i, lp in zip(fidx, fu))
+            kidxs = list(itertools.product(*(range(lp.trip) for lp in ku)))
+            for n, kidx in enumerate(kidxs):
+                ka = sum(i * lp.a for i, lp in zip(kidx, ku))
+                kb = sum(i * lp.b for i, lp in zip(kidx, ku))
+                from .isa import replace
+                ins = replace(tmpl, a_base=la_addr(X) + fa + ka, b_base=la_addr(Y) + fb + kb,
+                              w_base=addr + fo, flags=(1 if n else 0) | (2 if n == len(kidxs) - 1 else 0))
+                err = check(ins, self.geo)
+                if err != ErrorCode.NONE:
+                    raise CompileError(f"internal: emitted instruction fails {err.name}: {ins}", field="program")
+                instrs.append(ins)
+        self._add_instrs(instrs)
+        macs = math.prod(sizes[m] for m in set(X.modes) | set(Y.modes))
+        tcu = sum(gemm_macs(i, self.geo) for i in instrs)
+        self.stats["macs"] += macs
+        self.stats["padded_macs"] += tcu
+        for i in instrs:
+            # unified rows read (a row multicast to several CEs counts once) and rows written back
+            reads = len(set(ce_offsets(i, "a"))) + len(set(ce_offsets(i, "b")))
+            writes = i.gm * i.gn * self.geo.ce_rows
+            rows = i.L0 * i.L1 * (i.K * reads + writes)
+            self.stats["onchip_bytes"] += rows * L * self.elem_bytes
+        self.steps.append(StepRecord(label, s_idx, X.modes, Y.modes, tuple(keep_modes),
+                                     f"A={X.name} B={Y.name}", mp.grid, len(instrs), macs, mp.cycles, out_order))
+        self.onchip[out.name] = out
+        self.registry[out.name] = out
+        if final:
+            self._ensure_on_host(out)
+        return out
+
+    def _add_instrs(self, instrs: list[Instr]) -> None:
+        cap = self.geo.imem_depth - 1
+        for ins in instrs:
+            if len(self.cur.program) >= cap:
+                self.runs.append(Run(self.half))   # same half: on-chip data stays
+                self.cur = self.runs[-1]
+            self.cur.program.append(ins)
+
+    # --- networks -------------------------------------------------------------------
+    def network(self, net: Network, path: Sequence[Sequence[int]], tensors: dict[str, _Tensor],
+                prefix: str) -> _Tensor:
+        """Compile one network along ``path``; ``tensors`` are the host-store inputs by name."""
+        for m, s in net.sizes.items():
+            self.sizes[m] = s
+        steps = path_steps(net, path)
+        live: dict[int, _Tensor] = {i: tensors[op.name] for i, op in enumerate(net.inputs)}
+        consumer: dict[int, tuple[int, int]] = {}
+        nxt = len(net.inputs)
+        for si, st in enumerate(steps):
+            consumer[st.lhs] = (si, st.rhs)
+            consumer[st.rhs] = (si, st.lhs)
+        step_modes = {i: op.modes for i, op in enumerate(net.inputs)}
+        for si, st in enumerate(steps):
+            step_modes[nxt + si] = st.out_modes
+        result = None
+        for si, st in enumerate(steps):
+            self.live = {t.name for t in live.values()}
+            A, B = live.pop(st.lhs), live.pop(st.rhs)
+            keep = set(st.out_modes)
+            keep |= {m for m in A.modes + B.modes if m.startswith("_")}
+            me = nxt + si
+            info = None
+            if me in consumer:
+                csi, other = consumer[me]
+                info = (set(step_modes[other]), set(steps[csi].out_modes))
+            final = si == len(steps) - 1
+            result = self.step(net.label, si, A, B, keep, f"{prefix}.t{me}", info, final)
+            live[me] = result
+        return result
+
+    def finish(self) -> None:
+        for r in self.runs:
+            r.program.append(halt())
+
+
+class _NoRoom(Exception):
+    pass
+
+
+def la_addr(t: _Tensor) -> int:
+    assert t.addr is not None
+    return t.addr
+
+
+# --------------------------------------------------------------------------------
+# Whole phases
+# --------------------------------------------------------------------------------
+def default_paths(nets: Sequence[Network]) -> dict[str, list[list[int]]]:
+    """MAC-optimal path of every network (``gen.search.best_path``)."""
+    from .search import best_path
+
+    return {n.label: best_path(n) for n in nets}
+
+
+def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, ...], int]]:
+    """(input names, modes, SSA id) of every intermediate of ``path``."""
+    n = len(net.inputs)
+    sets: dict[int, frozenset[str]] = {i: frozenset([op.name]) for i, op in enumerate(net.inputs)}
+    out = []
+    for si, st in enumerate(path_steps(net, path)):
+        sets[n + si] = sets[st.lhs] | sets[st.rhs]
+        out.append((sets[n + si], st.out_modes, n + si))
+    return out
+
+
+def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
+                  reuse: bool = True) -> Program:
+    """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`."""
+    from .search import best_path
+
+    phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
+    comp = Compiler(config)
+    tensors: dict[str, _Tensor] = {}
+    results: dict[str, list] = {}
+    used_paths: dict[str, list[list[int]]] = {}
+    saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []
+    reused: dict[str, list[str]] = {}
+    input_modes: dict[str, tuple[str, ...]] = {}
+    for ph in phases:
+        for net in phase_networks(spec, ph):
+            for op in net.inputs:
+                if op.name not in tensors:
+                    input_modes[op.name] = op.modes
+                    t = _Tensor(op.name, op.modes)
+                    t.on_host = True
+                    tensors[op.name] = t
+            path = None if paths is None else paths.get(net.label)
+            if path is None:
+                path = best_path(net)
+            run_net = net
+            names = [op.name for op in net.inputs]
+            if ph == "wg" and reuse and phase == "train" and saved:
+                run_net, path, used = _with_saved(net, path, saved, tensors)
+                if used:
+                    reused[net.label] = used
+            prefix = net.label.replace(" ", "").replace("[", "_").replace("]", "")
+            out = comp.network(run_net, path, tensors, prefix)
+            used_paths[net.label] = [list(p) for p in path]
+            results.setdefault(net.target, []).append((out.name, out.modes, net.result_shape, net.output))
+            if phase == "train" and ph in ("fp", "bp") and net.terms == 1:
+                for s, modes, sid in _saved_subsets(net, path)[:-1]:
+                    name = f"{prefix}.t{sid}"
+                    saved.append((s, modes, name))
+                    comp.keep.add(name)
+            tensors.update(comp.registry)
+    comp.finish()
+    st = comp.stats
+    return Program(comp.runs, comp.host_ops, results, dict(comp.sizes), st["macs"], comp.steps,
+                   relayouts=st["relayouts"], relayout_bytes=st["relayout_bytes"],
+                   relayout_cycles=st["relayout_cycles"], dram_bytes=st["dram_bytes"],
+                   onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"], paths=used_paths,
+                   reused=reused, input_modes=input_modes)
+
+
+def _with_saved(net: Network, path, saved, tensors):
+    """Re-solve a WG network with saved FP/BP intermediates as inputs, if that saves MACs."""
+    from .search import best_path
+
+    names = {op.name for op in net.inputs}
+    base = path_macs(net, path)
+    # largest saved subsets first, disjoint, at least two inputs, strictly inside the network
+    cands = sorted((s for s in saved if s[0] < names and len(s[0]) >= 2 and len(s[0]) < len(names)),
+                   key=lambda s: -len(s[0]))
+    chosen = []
+    covered: set[str] = set()
+    for s, modes, tname in cands:
+        if s & covered:
+            continue
+        chosen.append((s, modes, tname))
+        covered |= s
+    if not chosen:
+        return net, path, []
+    inputs = [op for op in net.inputs if op.name not in covered]
+    inputs += [Operand(tname, tuple(modes)) for s, modes, tname in chosen]
+    if len(inputs) < 2:
+        return net, path, []
+    sizes = dict(net.sizes)
+    red = Network(phase=net.phase, target=net.target, inputs=tuple(inputs), output=net.output, sizes=sizes,
+                  result_shape=net.result_shape, term=net.term, terms=net.terms)
+    # a saved tensor's modes are exactly those the WG network sees (gen.search.training_aware)
+    rpath = best_path(red)
+    if path_macs(red, rpath) >= base:
+        return net, path, []
+    for s, modes, tname in chosen:
+        if tname not in tensors:
+            raise CompileError(f"internal: saved tensor {tname} unknown", field="phase")
+    return red, rpath, [t for _, _, t in chosen]
+
+
+# --------------------------------------------------------------------------------
+# Execution
+# --------------------------------------------------------------------------------
+@dataclass
+class Execution:
+    results: dict[str, np.ndarray]
+    cycles: int
+    tcu_macs: int
+    runs: int
+    #: per run: (cycles, rows read as bit patterns) - what the RTL must reproduce
+    trace: list[tuple[int, list[np.ndarray]]]
+    jobs: list[dict]
+
+
+def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig, progress=None) -> Execution:
+    """Run ``prog`` on the emulator; the host store starts with ``inputs`` (float32, bf16-exact)."""
+    from sim.emulator import Emulator
+
+    from .network import core_operands  # noqa: F401 - documented dependency
+
+    emu = Emulator(config)
+    sizes = prog.sizes
+    store: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {
+        name: (np.asarray(inputs[name], np.float32).reshape([sizes[m] for m in modes]), modes)
+        for name, modes in prog.input_modes.items()}
+    jobs = []
+    trace = []
+    cycles = tcu = 0
+    geo = Geometry.of(config)
+    for ri, run in enumerate(prog.runs):
+        uw = []
+        for w in run.writes:
+            arr, modes = store[w.name]
+            rows = w.layout.pack(arr, modes)
+            bits = emu.to_elem_bits(rows)
+            emu.unified[run.half, w.addr:w.addr + w.layout.rows] = bits
+            uw.append((run.half, w.addr, bits))
+        emu.load_program(run.words)
+        r = emu.run(half=run.half)
+        if r.error != ErrorCode.NONE:
+            raise CompileError(f"run {ri} stopped with {r.error.name} at pc {r.pc}", field="program")
+        cycles += r.cycles
+        tcu += r.macs
+        reads = []
+        for rd in run.reads:
+            bits = emu.unified[run.half, rd.addr:rd.addr + rd.layout.rows].copy()
+            reads.append(bits)
+            vals = emu.from_elem_bits(bits)
+            store[rd.name] = (rd.layout.unpack(vals, sizes), rd.layout.modes)
+        trace.append((r.cycles, reads))
+        jobs.append({"uwrites": uw, "prog": run.words, "half": run.half,
+                     "ureads": [(run.half, rd.addr, rd.layout.rows) for rd in run.reads]})
+        if progress is not None:
+            progress()
+    results = {}
+    for target, parts in prog.results.items():
+        total = None
+        for name, modes, shape, output in parts:
+            arr, amodes = store[name]
+            # drop dummy modes (size 1, index 0)
+            idx = tuple(0 if m.startswith("_") else slice(None) for m in amodes)
+            arr = arr[idx]
+            amodes = tuple(m for m in amodes if not m.startswith("_"))
+            arr = np.transpose(arr, [amodes.index(m) for m in output]).astype(np.float64).reshape(shape)
+            total = arr if total is None else total + arr
+        results[target] = total
+    return Execution(results, cycles + prog.relayout_cycles, tcu, len(prog.runs), trace, jobs)
+
+
+__all__ = ["CompileError", "Layout", "Program", "Run", "Compiler", "compile_layer", "execute", "map_gemm",
+           "default_paths"]
