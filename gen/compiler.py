@@ -791,3 +791,25 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
 
 __all__ = ["CompileError", "Layout", "Program", "Run", "Compiler", "compile_layer", "execute", "map_gemm",
            "default_paths"]
+
+
+def rtl_check(ex: Execution, config: FettaConfig, sim: str) -> bool:
+    """Replay the runs of an emulator :class:`Execution` on the RTL (``icarus``/``verilator``).
+
+    The host writes are the emulator's (so the RTL sees the same operands); every row read
+    back, every run's cycle count and error code must equal the emulator's, else
+    :class:`CompileError`. Returns ``True``.
+    """
+    from sim.benches.system_bench import run_jobs_rtl
+
+    out, _ = run_jobs_rtl(config, ex.jobs, sim)
+    for j, (cycles, reads) in enumerate(ex.trace):
+        if int(out[f"j{j}_error"]) != 0:
+            raise CompileError(f"RTL run {j} stopped with error code {int(out[f'j{j}_error'])}", field="program")
+        if int(out[f"j{j}_cycles"]) != cycles:
+            raise CompileError(f"RTL run {j}: {int(out[f'j{j}_cycles'])} cycles, emulator {cycles}", field="program")
+        got = out[f"j{j}_urd"]
+        want = np.concatenate(reads) if reads else np.zeros((0, config.lanes), np.uint64)
+        if got.shape != want.shape or not np.array_equal(got.astype(np.uint64), want.astype(np.uint64)):
+            raise CompileError(f"RTL run {j}: rows read back differ from the emulator", field="program")
+    return True

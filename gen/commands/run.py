@@ -1,10 +1,14 @@
 """``fetta run``: compile a layer into instruction passes and execute it on the simulated accelerator.
 
-Dense specs are supported: each phase is one GEMM (``fp``: ``Y = X @ W``; ``bp``:
+Every format runs: ``dense`` specs keep the dedicated GEMM tiler (each phase one GEMM (``fp``: ``Y = X @ W``; ``bp``:
 ``dX = dY @ W.T``; ``wg``: ``dcore_0 = X.T @ dY``) tiled over all CEs by
 :mod:`gen.gemm`. ``--sim emulator`` runs the instruction-level emulator;
 ``--sim icarus|verilator`` runs the emitted Verilog of the whole accelerator
-under cocotb (``sim/benches/system_bench.py``).
+under cocotb (``sim/benches/system_bench.py``). The other formats (``tt, tr, ttm, ht, bt,
+tucker``) go through :mod:`gen.compiler` (pairwise contractions along the CSSE's MAC-optimal
+paths, see ``docs/compiler.md``); on ``icarus``/``verilator`` the compiled runs are executed on
+the emulator and on the RTL, and every row read back and every run's cycle count must agree
+bit for bit (else exit 1).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 
 from ..cli import add_config_arguments, add_json_argument, config_from_args, print_json
 
-HELP = "compile and execute a layer on the simulated accelerator (dense specs)"
+HELP = "compile and execute a layer (any format, fp/bp/wg/train) on the simulated accelerator"
 
 SIMS = ("emulator", "icarus", "verilator")
 #: phase -> (result key, operands from the inputs)
@@ -47,12 +51,12 @@ def main(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     config = config_from_args(args)
-    if spec.format != "dense":
-        raise SpecError(f"fetta run executes dense specs so far, got {spec.format!r}", field="format")
     if config.datatype != "bf16":
         from ..errors import ConfigError
         raise ConfigError("fetta run drives bf16 layers; int16 is for dataflow bring-up", field="datatype")
     inputs = random_inputs(spec, args.seed)
+    if spec.format != "dense":
+        return run_compiled(args, spec, config, inputs)
     phases = ["fp", "bp", "wg"] if args.phase == "train" else [args.phase]
     golden = compute(spec, inputs, phases=phases)
     out = dict(inputs)
@@ -86,6 +90,48 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(f"{spec.name} {args.phase} on {args.sim}: {cycles} cycles, {macs} MACs, utilization "
               f"{result['utilization']:.1%}, max rel. error {result['max_rel_err']:.2e} ({seconds:.1f} s)")
+    return 0
+
+
+def run_compiled(args, spec, config, inputs) -> int:
+    """Tensorized formats: :func:`gen.compiler.compile_layer` + emulator (+ RTL cross-check)."""
+    from sim.golden import compute, write_npz
+
+    from ..compiler import compile_layer, execute as run_program, rtl_check
+    from ..progress import progress
+
+    t0 = time.perf_counter()
+    prog = compile_layer(spec, args.phase, config)
+    with progress(len(prog.runs), f"{args.phase} on emulator", enabled=not args.json) as bar:
+        ex = run_program(prog, inputs, config, progress=bar)
+    rtl = None
+    if args.sim != "emulator":
+        rtl = rtl_check(ex, config, args.sim)
+    phases = ["fp", "bp", "wg"] if args.phase == "train" else [args.phase]
+    golden = compute(spec, inputs, phases=phases)
+    errs = [float(np.max(np.abs(ex.results[k] - ref)) / max(float(np.max(np.abs(ref))), np.finfo(np.float64).tiny))
+            for k, ref in golden.items()]
+    seconds = time.perf_counter() - t0
+    if args.out:
+        out = dict(inputs)
+        out.update({k: v.astype(np.float32) for k, v in ex.results.items()})
+        write_npz(args.out, out, spec)
+    result = {"spec": spec.name, "format": spec.format, "phase": args.phase, "sim": args.sim,
+              "cycles": ex.cycles, "macs": prog.macs, "utilization": prog.macs / (ex.cycles * config.macs),
+              "max_rel_err": max(errs), "tcu_macs": ex.tcu_macs, "runs": len(prog.runs),
+              "instructions": sum(len(r.program) for r in prog.runs),
+              "relayouts": prog.relayouts, "relayout_bytes": prog.relayout_bytes,
+              "relayout_cycles": prog.relayout_cycles, "onchip_bytes": prog.onchip_bytes,
+              "dram_bytes": prog.dram_bytes, "paths": prog.paths, "reused": prog.reused,
+              "seconds": round(seconds, 3)}
+    if rtl is not None:
+        result["rtl_equal"] = rtl
+    if args.json:
+        print_json(result)
+    else:
+        print(f"{spec.name} {args.phase} on {args.sim}: {ex.cycles} cycles, {prog.macs} MACs, utilization "
+              f"{result['utilization']:.1%}, max rel. error {result['max_rel_err']:.2e}, "
+              f"{prog.relayouts} re-layouts ({seconds:.1f} s)")
     return 0
 
 
