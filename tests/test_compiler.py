@@ -1,0 +1,168 @@
+"""The compiler (gen/compiler.py): every format x phase on the emulator vs the float64 golden model,
+random specs (hypothesis), layouts, and the RTL replay (emulator == RTL bit and cycle exactly).
+
+Error bound (derived in docs/compiler.md): a network of ``n`` inputs is ``n - 1`` pairwise steps;
+each step sums exact bf16 x bf16 products in FP32 (``|theta| <= gamma_K = K u32 / (1 - K u32)``,
+``u32 = 2^-24``, ``K`` the step's contracted size) and rounds the result to bf16 (``|delta| <= u =
+2^-8``). Every product of inputs reaching the result passes at most ``n - 1`` such steps, so
+``|Y - Y64| <= (((1 + u)(1 + gamma_K))^(n-1) - 1) * Yabs`` elementwise, ``Yabs`` the same network
+contracted on ``|inputs|``. Block terms are summed on the host in float64 (their bounds add).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gen.compiler import Layout, compile_layer, execute
+from gen.config import FettaConfig
+from gen.network import phase_networks
+from gen.spec import parse_spec
+from sim.golden import compute, random_inputs
+
+DEFAULT = FettaConfig()
+SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
+
+SPECS = {
+    "dense": {"format": "dense", "in_modes": [24], "out_modes": [20], "batch": 8},
+    "tt": {"format": "tt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 4, "batch": 8},
+    "tr": {"format": "tr", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 3, "batch": 8},
+    "ttm": {"format": "ttm", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 5, "batch": 8},
+    "ht": {"format": "ht", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 3, "batch": 8},
+    "bt": {"format": "bt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 3, "blocks": 2, "batch": 8},
+    "tucker": {"format": "tucker", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 3, "batch": 8},
+}
+U = 2.0 ** -8
+U32 = 2.0 ** -24
+
+
+def bound(spec, inputs, phases):
+    """Elementwise error bound per result key (see the module docstring)."""
+    absin = {k: np.abs(v) for k, v in inputs.items()}
+    yabs = compute(spec, absin, phases=phases)
+    out = {}
+    for ph in phases:
+        for net in phase_networks(spec, ph):
+            s = len(net.inputs) - 1
+            K = max(math.prod(net.sizes[m] for m in set(a.modes) & set(b.modes))
+                    for a in net.inputs for b in net.inputs if a is not b)
+            # every mode of a network is summed in at most one step: its contracted size <= all summed sizes
+            K = max(K, math.prod(v for m, v in net.sizes.items() if m not in net.output))
+            gamma = K * U32 / (1 - K * U32)
+            factor = ((1 + U) * (1 + gamma)) ** s - 1
+            out[net.target] = max(out.get(net.target, 0.0), factor)
+    return {k: out[k] * yabs[k] for k in yabs}
+
+
+def check_layer(spec, phase, config=DEFAULT, seed=0):
+    inputs = random_inputs(spec, seed)
+    prog = compile_layer(spec, phase, config)
+    ex = execute(prog, inputs, config)
+    phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
+    gold = compute(spec, inputs, phases=phases)
+    bnd = bound(spec, inputs, phases)
+    assert set(ex.results) == set(gold)
+    for k, ref in gold.items():
+        got = ex.results[k]
+        assert got.shape == ref.shape, k
+        err = np.abs(got - ref)
+        assert np.all(err <= bnd[k] + 1e-30), (k, float(np.max(err - bnd[k])))
+        # and not trivially: the result is not all zeros
+        assert np.max(np.abs(got)) > 0
+    assert ex.cycles > 0 and prog.macs > 0
+    return prog, ex
+
+
+@pytest.mark.parametrize("phase", ["fp", "bp", "wg", "train"])
+@pytest.mark.parametrize("fmt", list(SPECS))
+def test_format_phase_emulator(fmt, phase):
+    check_layer(parse_spec(SPECS[fmt]), phase)
+
+
+@pytest.mark.parametrize("fmt", ["tt", "ttm", "tr"])
+def test_small_config_emulator(fmt):
+    """The 4-CE test configuration (small memories, 16-instruction imem: many runs and segments)."""
+    prog, _ = check_layer(parse_spec(SPECS[fmt]), "train", SMALL)
+    assert len(prog.runs) > 1
+
+
+def test_train_reuses_fp_intermediates():
+    spec = parse_spec(SPECS["tt"])
+    with_reuse = compile_layer(spec, "train", DEFAULT)
+    plain = sum(compile_layer(spec, p, DEFAULT).macs for p in ("fp", "bp", "wg"))
+    assert with_reuse.reused, "some WG network must use a saved FP/BP intermediate"
+    assert with_reuse.macs < plain
+
+
+def test_layout_pack_roundtrip():
+    sizes = {"a": 3, "b": 5, "c": 6}
+    arr = np.arange(90, dtype=np.float32).reshape(3, 5, 6)
+    lay = Layout.make(("c", "a", "b"), sizes, 4, padded=("a",))
+    assert lay.lane == "b" and lay.ext == (6, 4, 8) and lay.rows == 6 * 4 * 2
+    rows = lay.pack(arr, ("a", "b", "c"))
+    back = lay.unpack(rows, sizes)
+    assert np.array_equal(back, np.transpose(arr, (2, 0, 1)))
+    # row addressing: element (a, b, c) at row c*8 + a*2 + b//4, lane b%4
+    assert rows[2 * 8 + 1 * 2 + 1, 0] == arr[1, 4, 2]
+    assert np.all(rows.reshape(6, 4, 8)[:, 3, :] == 0) and np.all(rows.reshape(6, 4, 8)[:, :, 5:] == 0)
+
+
+@st.composite
+def random_spec(draw):
+    fmt = draw(st.sampled_from(["tt", "tr", "ttm", "ht", "bt", "tucker"]))
+    d = draw(st.integers(2, 3))
+    ins = draw(st.lists(st.integers(2, 6), min_size=d, max_size=d))
+    outs = draw(st.lists(st.integers(2, 6), min_size=d, max_size=d))
+    spec = {"format": fmt, "in_modes": ins, "out_modes": outs, "ranks": draw(st.integers(1, 5)),
+            "batch": draw(st.integers(1, 9))}
+    if fmt == "bt":
+        spec["blocks"] = draw(st.integers(1, 2))
+    return parse_spec(spec)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=random_spec(), phase=st.sampled_from(["fp", "bp", "wg", "train"]), seed=st.integers(0, 99))
+def test_random_specs_emulator(spec, phase, seed):
+    check_layer(spec, phase, DEFAULT, seed)
+
+
+def test_cli_json(tmp_path, capsys):
+    from gen.cli import main
+
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(SPECS["ttm"]))
+    out = tmp_path / "r.npz"
+    assert main(["run", "--spec", str(p), "--phase", "train", "--json", "--out", str(out)]) == 0
+    res = json.loads(capsys.readouterr().out)
+    for key in ("cycles", "macs", "utilization", "max_rel_err", "relayouts", "onchip_bytes", "dram_bytes"):
+        assert key in res
+    assert 0 < res["utilization"] <= 1 and res["max_rel_err"] < 0.05
+    with np.load(out) as z:
+        assert {"Y", "dX", "dcore_0", "dcore_1"} <= set(z.files)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("fmt", ["tt"])
+def test_rtl_icarus(fmt):
+    """Emulator == RTL (Icarus), rows read back and cycles of every run, on the 4-CE configuration."""
+    from gen.compiler import rtl_check
+
+    spec = parse_spec(SPECS[fmt])
+    _, ex = check_layer(spec, "train", SMALL)
+    assert rtl_check(ex, SMALL, "icarus")
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["tt", "ttm", "tr"])
+def test_rtl_verilator(fmt):
+    from gen.compiler import rtl_check
+
+    spec = parse_spec(SPECS[fmt])
+    _, ex = check_layer(spec, "train", SMALL)
+    assert rtl_check(ex, SMALL, "verilator")
