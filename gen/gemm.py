@@ -11,14 +11,16 @@ Layouts in a half (row addresses, one row = ``lanes`` elements), for a pass
 covering ``Mc`` rows of A / Y and ``Nc`` columns of B / Y, ``MB = Mc / 4`` and
 ``NB = Nc / 4`` (blocks of 4 = ``ce_rows`` = ``ce_cols`` = ``lanes``):
 
-* A (``IA``): row ``a0 + ik * RA + k * MB + mb`` holds ``A[4mb .. 4mb+3, ik*Kc + k]``
-  (A transposed in blocks of 4; ``Kc = Kp / gk`` is the depth of one CE);
-* B (``IB``): row ``b0 + ik * RB + k * NB + nb`` holds ``B[ik*Kc + k, 4nb .. 4nb+3]``;
+* A (``IA``): row ``a0 + (l1*Kc + k)*gm*gk + im*gk + ik`` holds ``A[4mb .. 4mb+3, ik*Kc + k]``,
+  ``mb = l1*gm + im`` (A transposed in blocks of 4; ``Kc = Kp / gk`` is the depth of one CE);
+* B (``IB``): row ``b0 + (l0*Kc + k)*gn*gk + in*gk + ik`` holds ``B[ik*Kc + k, 4nb .. 4nb+3]``,
+  ``nb = l0*gn + in``;
 * Y: row ``y0 + mb * P + i * NB + nb`` holds ``Y[4mb + i, 4nb .. 4nb+3]`` (row-major
   per block of 4 rows); the accumulation unit uses the same layout from ``0``.
 
-The gaps ``RA``, ``RB`` and ``P`` are padded so that the CEs of one cycle hit
-different banks (``RA = gm``, ``RB = gn``, ``P = gn`` modulo ``banks``).
+The CEs' spatial offsets fill the low bank bits and the temporal strides are multiples
+of ``gm*gk`` / ``gn*gk`` (the XOR rule of the networks, ``gen.isa.route_ok``); ``P`` is
+padded so that the groups' output rows hit different banks (``P = gn`` modulo ``banks``).
 The grid ``(gm, gn, gk)`` is chosen to maximise utilisation.
 """
 
@@ -31,7 +33,7 @@ import numpy as np
 
 from .config import FettaConfig
 from .errors import ConfigError, FettaError
-from .isa import GEMM_TAIL, OVERHEAD, ErrorCode, Geometry, Instr, assemble, check, gemm, halt
+from .isa import OVERHEAD, gemm_latency, ErrorCode, Geometry, Instr, assemble, check, gemm, halt
 
 
 class TilingError(FettaError):
@@ -91,6 +93,15 @@ def check_config(config: FettaConfig) -> None:
     if config.ce_cols != config.lanes:
         raise ConfigError(f"must equal lanes ({config.lanes}): one IB row feeds one PE row, "
                           f"got {config.ce_cols}", field="ce_cols")
+    if config.lanes < 2:
+        raise ConfigError("must be >= 2: an accumulation row is rewritten at most every 2 cycles",
+                          field="lanes")
+    if config.banks != config.net_ports:
+        raise ConfigError(f"must equal net_ports ({config.net_ports}): network port p is bank p, "
+                          f"got {config.banks}", field="banks")
+    if config.net_ports > 16:
+        raise ConfigError(f"must be <= 16: an instruction holds 64-bit network control words, "
+                          f"got {config.net_ports}", field="net_ports")
 
 
 def _grids(E: int):
@@ -109,14 +120,15 @@ def _layout(config: FettaConfig, Mc: int, Nc: int, Kp: int, grid) -> dict[str, i
     L = config.lanes
     MB, NB = Mc // L, Nc // L
     Kc = Kp // gk
-    RA = _pad_to_residue(Kc * MB, gm, Bk)
-    RB = _pad_to_residue(Kc * NB, gn, Bk)
+    # XOR-friendly (section V-D): the CE's spatial offset fills the low bank bits
+    # (im*gk + ik < gm*gk), the temporal strides are multiples of gm*gk
+    SA, SB = gm * gk, gn * gk
     P = _pad_to_residue(L * NB, gn, Bk)
     a0 = 0
-    b0 = _ceil(a0 + gk * RA, Bk)
-    y0 = _ceil(b0 + gk * RB, Bk)
+    b0 = _ceil(a0 + MB * Kp, Bk)
+    y0 = _ceil(b0 + NB * Kp, Bk)
     end = y0 + (MB - 1) * P + L * NB if MB else y0
-    return dict(MB=MB, NB=NB, Kc=Kc, RA=RA, RB=RB, P=P, a0=a0, b0=b0, y0=y0, end=end,
+    return dict(MB=MB, NB=NB, Kc=Kc, SA=SA, SB=SB, P=P, a0=a0, b0=b0, y0=y0, end=end,
                 acc_end=(MB - 1) * P + L * NB)
 
 
@@ -125,7 +137,7 @@ def _pass_cycles(config: FettaConfig, Mc: int, Nc: int, Kp: int, grid) -> int:
     L = config.lanes
     tiles = (Mc // (L * gm)) * (Nc // (L * gn))
     Kc = Kp // gk
-    return 1 + 2 * OVERHEAD + (tiles - 1) * max(Kc, config.ce_rows) + Kc + config.ce_rows + GEMM_TAIL
+    return 1 + 2 * OVERHEAD + (tiles - 1) * max(Kc, config.ce_rows) + Kc + gemm_latency(Geometry.of(config))
 
 
 def _fits(config: FettaConfig, geo: Geometry, Mc: int, Nc: int, Kp: int, grid) -> bool:
@@ -171,16 +183,16 @@ def plan_gemm(config: FettaConfig, A: np.ndarray, B: np.ndarray, *, grid=None) -
     gm, gn, gk = g
     plan = GemmPlan(M, N, K, g, Kp)
     lay = _layout(config, Mc, Nc, Kp, g)
-    MB, NB, Kc, RA, RB, P = (lay[k] for k in ("MB", "NB", "Kc", "RA", "RB", "P"))
+    MB, NB, Kc, SA, SB, P = (lay[k] for k in ("MB", "NB", "Kc", "SA", "SB", "P"))
     Ap = np.zeros((_ceil(M, Mc), Kp), A.dtype)
     Ap[:M, :K] = A
     Bp = np.zeros((Kp, _ceil(N, Nc)), B.dtype)
     Bp[:K, :N] = B
     ins = gemm(K=Kc, grid=g, L0=NB // gn, L1=MB // gm,
-               a=(lay["a0"], MB, 0, gm, 1, 0, RA),
-               b=(lay["b0"], NB, gn, 0, 0, 1, RB),
+               a=(lay["a0"], SA, 0, Kc * SA, gk, 0, 1),
+               b=(lay["b0"], SB, Kc * SB, 0, 0, gk, 1),
                o=(0, NB, gn, gm * P, P, 1, 0),
-               w_base=lay["y0"], acc=False, wb=True)
+               w_base=lay["y0"], acc=False, wb=True, ports=config.net_ports)
     err = check(ins, geo)
     if err != ErrorCode.NONE:   # the layout rules above make this impossible
         raise TilingError(f"internal: planned instruction fails {err.name}: {ins}", field="grid")
@@ -189,14 +201,13 @@ def plan_gemm(config: FettaConfig, A: np.ndarray, B: np.ndarray, *, grid=None) -
         for n0 in range(0, Bp.shape[1], Nc):
             writes = []
             Ablk = Ap[m0:m0 + Mc]          # [Mc, Kp]
-            for ik in range(gk):
-                sub = Ablk[:, ik * Kc:(ik + 1) * Kc]        # [Mc, Kc]
-                rows = sub.T.reshape(Kc, MB, L).reshape(Kc * MB, L)
-                writes.append((lay["a0"] + ik * RA, rows))
+            # row a0 + (l1*Kc + k)*gm*gk + im*gk + ik = A[4mb:4mb+4, ik*Kc + k], mb = l1*gm + im
+            rows = Ablk.reshape(MB // gm, gm, L, gk, Kc).transpose(0, 4, 1, 3, 2).reshape(-1, L)
+            writes.append((lay["a0"], rows))
             Bblk = Bp[:, n0:n0 + Nc]          # [Kp, Nc]
-            for ik in range(gk):
-                sub = Bblk[ik * Kc:(ik + 1) * Kc]            # [Kc, Nc]
-                writes.append((lay["b0"] + ik * RB, sub.reshape(Kc * NB, L)))
+            # row b0 + (l0*Kc + k)*gn*gk + in*gk + ik = B[ik*Kc + k, 4nb:4nb+4], nb = l0*gn + in
+            rows = Bblk.reshape(gk, Kc, NB // gn, gn, L).transpose(2, 1, 3, 0, 4).reshape(-1, L)
+            writes.append((lay["b0"], rows))
             plan.passes.append(Pass(half=half, m0=m0, n0=n0, Mc=Mc, Nc=Nc, writes=writes,
                                     program=[ins, halt()], y_base=lay["y0"], y_pitch=P, NB=NB))
             half ^= 1

@@ -38,7 +38,9 @@ from typing import Iterable, Sequence
 from .config import FettaConfig
 from .errors import FettaError
 
-INSTR_BITS = 512
+INSTR_BITS = 1024
+#: bits of each network control word in an instruction (net_ports <= 16: 16 x 4 bits)
+NET_WORD_BITS = 64
 ADDR_BITS = 20
 STRIDE_BITS = 16
 BOUND_BITS = 16
@@ -54,12 +56,39 @@ class Opcode(enum.IntEnum):
 
 
 class Dataflow(enum.IntEnum):
-    #: output stationary: Psums stay in the PEs for K steps (the only one the TCU executes now)
+    """The ``mode`` field: the CE mapping (:class:`hdl.ce.CEMode`) every active CE runs.
+
+    ``OS``/``OS_BA``: output stationary (K IA + IB vectors per tile, R rows drained).
+    ``WS``/``IS``/``WS_H``/``IS_H``: stationary IB tile (R loads from the ``b`` stream),
+    then K IA vectors (``a`` stream), one Psum row per vector. The hardware paths of
+    ``WS``/``IS`` (and of ``OS``/``OS_BA``) are the same: the names say which operand
+    the compiler put on which stream.
+    """
+
+    #: output stationary, CEMode.OS_AB (IA = columns of A, IB = rows of B)
     OS = 0
-    #: weight stationary (reserved: decodes to ERR_MODE)
+    #: weight stationary, IB loaded vertically (CEMode.WS_V)
     WS = 1
-    #: input stationary (reserved: decodes to ERR_MODE)
+    #: input stationary, IB loaded vertically (CEMode.IS_V)
     IS = 2
+    #: weight stationary, IB loaded horizontally (CEMode.WS_H)
+    WS_H = 3
+    #: input stationary, IB loaded horizontally (CEMode.IS_H)
+    IS_H = 4
+    #: output stationary with operand roles exchanged (CEMode.OS_BA)
+    OS_BA = 5
+
+
+#: ``mode`` field value -> :class:`hdl.ce.CEMode` value
+CE_MODE = {Dataflow.OS: 4, Dataflow.WS: 0, Dataflow.IS: 2, Dataflow.WS_H: 1, Dataflow.IS_H: 3, Dataflow.OS_BA: 5}
+
+
+def stationary(mode: int) -> bool:
+    return mode in (Dataflow.WS, Dataflow.IS, Dataflow.WS_H, Dataflow.IS_H)
+
+
+def horizontal(mode: int) -> bool:
+    return mode in (Dataflow.WS_H, Dataflow.IS_H)
 
 
 class Flag(enum.IntFlag):
@@ -67,6 +96,8 @@ class Flag(enum.IntFlag):
     ACC = 1
     #: also write the updated rows, rounded to bfloat16, to the unified memory
     WB = 2
+    #: accumulate the tiles with ``l0 > 0`` (K tiling across the l0 loop), overwrite with ``l0 = 0``
+    ACC_L0 = 4
 
 
 class ErrorCode(enum.IntEnum):
@@ -83,6 +114,8 @@ class ErrorCode(enum.IntEnum):
     BAD_SHAPE = 5
     #: the program ran off the end of the instruction memory without HALT
     PC_OVERFLOW = 6
+    #: the network control words do not deliver the rows the addresses name (see :func:`route_ok`)
+    ROUTE = 7
 
 
 #: (name, bits) of every field, in bit order from bit 0. Operand field groups are
@@ -97,6 +130,9 @@ for _op in ("a", "b", "o"):
     _FIELDS.append((f"{_op}_base", ADDR_BITS))
     _FIELDS += [(f"{_op}_s{lv}", STRIDE_BITS) for lv in LEVELS]
 _FIELDS.append(("w_base", ADDR_BITS))
+# network control words (section V-D): distribution sel_vec of the IA and IB networks,
+# reduction mode_vec (gen.routing port_value() packing); 0 = computed by gemm()
+_FIELDS += [("a_sel", NET_WORD_BITS), ("b_sel", NET_WORD_BITS), ("red_mode", NET_WORD_BITS)]
 # LOAD / STORE reuse: src = a_base / a_sk (stride per row), dst = o_base / o_sk, count = K chunks
 LAYOUT: dict[str, tuple[int, int]] = {}
 _pos = 0
@@ -146,6 +182,9 @@ class Instr:
     o_sn: int = 0
     o_sr: int = 0
     w_base: int = 0
+    a_sel: int = 0
+    b_sel: int = 0
+    red_mode: int = 0
 
     def __post_init__(self) -> None:
         for name, (_, bits) in LAYOUT.items():
@@ -204,9 +243,15 @@ def sync() -> Instr:
 
 def gemm(*, K: int, grid: tuple[int, int, int] = (1, 1, 1), L0: int = 1, L1: int = 1,
          a: Sequence[int] = (0,), b: Sequence[int] = (0,), o: Sequence[int] = (0,),
-         w_base: int = 0, acc: bool = False, wb: bool = False, mode: int = Dataflow.OS) -> Instr:
+         w_base: int = 0, acc: bool = False, wb: bool = False, mode: int = Dataflow.OS,
+         acc_l0: bool = False, ports: int = 16, routes: bool = True) -> Instr:
     """A GEMM instruction. ``a``/``b``/``o`` are ``(base, s_k, s_l0, s_l1, s_m, s_n, s_r)``
-    (trailing strides may be left out); ``grid = (gm, gn, gk)``, each a power of two."""
+    (trailing strides may be left out); ``grid = (gm, gn, gk)``, each a power of two.
+
+    ``ports`` = ``config.net_ports``: the network control words (``a_sel``, ``b_sel``,
+    ``red_mode``) are computed for it with :mod:`gen.routing` (``routes=False`` leaves
+    them 0). A pattern the butterflies cannot route leaves its word 0; ``check``
+    then reports ``ROUTE``."""
     kw: dict[str, int] = {}
     for name, g in zip(("gm", "gn", "gk"), grid):
         if g < 1 or g & (g - 1):
@@ -217,9 +262,38 @@ def gemm(*, K: int, grid: tuple[int, int, int] = (1, 1, 1), L0: int = 1, L1: int
         kw[f"{op}_base"] = vals[0]
         for lv, v in zip(LEVELS, vals[1:]):
             kw[f"{op}_s{lv}"] = v
-    flags = (Flag.ACC if acc else 0) | (Flag.WB if wb else 0)
-    return Instr(opcode=Opcode.GEMM, flags=int(flags), mode=int(mode), K=K, L0=L0, L1=L1,
-                 w_base=w_base, **kw)
+    flags = (Flag.ACC if acc else 0) | (Flag.WB if wb else 0) | (Flag.ACC_L0 if acc_l0 else 0)
+    ins = Instr(opcode=Opcode.GEMM, flags=int(flags), mode=int(mode), K=K, L0=L0, L1=L1,
+                w_base=w_base, **kw)
+    return with_routes(ins, ports) if routes else ins
+
+
+def with_routes(ins: Instr, ports: int) -> Instr:
+    """``ins`` with the network control words for ``ports`` network ports (= banks).
+
+    Distribution (IA, IB): CE ``c`` (network output ``c``) reads bank ``off_c mod ports``
+    at bank index 0 (:func:`gen.routing.route_dist`); the RTL XORs the bank of the
+    temporal address in (section V-D). Reduction: group ``g`` (CEs ``g*gk ..``) summed
+    into port ``g*gk`` (:func:`gen.routing.route_red`, bank index 0).
+    """
+    from .routing import RoutingError, route_dist, route_red
+
+    if ins.opcode != Opcode.GEMM or ports > NET_WORD_BITS // 4 or ins.gm * ins.gn * ins.gk > ports:
+        return ins
+    ces = ins.gm * ins.gn * ins.gk
+    words = {}
+    for op in ("a", "b"):
+        src = [o % ports for o in ce_offsets(ins, op)] + [None] * (ports - ces)
+        try:
+            words[f"{op}_sel"] = route_dist(ports, src).port_value()
+        except RoutingError:
+            words[f"{op}_sel"] = 0
+    gk = ins.gk
+    try:
+        words["red_mode"] = route_red(ports, [(g * gk, gk, g * gk) for g in range(ces // gk)]).port_value()
+    except RoutingError:
+        words["red_mode"] = 0
+    return replace(ins, **words)
 
 
 def load(*, src: int, dst: int, chunks: int, src_stride: int = 1, dst_stride: int = 1) -> Instr:
@@ -249,13 +323,15 @@ class Geometry:
     unified_half_rows: int
     accum_rows: int
     imem_depth: int
+    ports: int = 16
 
     @classmethod
     def of(cls, config: FettaConfig) -> "Geometry":
         half = config.unified_rows_per_bank // 2
         return cls(banks=config.banks, lanes=config.lanes, ces=config.num_ces, ce_rows=config.ce_rows,
                    ce_cols=config.ce_cols, unified_half_rows=half * config.banks,
-                   accum_rows=config.accum_rows_per_bank * config.banks, imem_depth=config.imem_depth)
+                   accum_rows=config.accum_rows_per_bank * config.banks, imem_depth=config.imem_depth,
+                   ports=config.net_ports)
 
 
 def ce_offsets(ins: Instr, op: str) -> list[int]:
@@ -291,6 +367,69 @@ def _conflict(offsets: Sequence[int], banks: int, *, writes: bool = False) -> bo
     return False
 
 
+def _dist_ok(ins: Instr, op: str, geo: Geometry) -> bool:
+    """The distribution network delivers to every active CE the bank its address names.
+
+    CE ``c`` reads ``t + off_c`` (``t`` = base + temporal part). The RTL drives the
+    network with ``a_sel``/``b_sel`` and bank index ``t mod N``, so CE ``c`` gets bank
+    ``src_c(t mod N)`` (the sources traced through the butterfly). Required: no carry
+    between the spatial and temporal bank bits (offsets ``mod N`` below ``2**p``, base
+    and temporal strides multiples of ``2**p``: then ``(t + off) mod N = t ^ off``), and
+    ``src_c(b) = (off_c mod N) ^ b`` for every bank index ``b`` (multiple of ``2**p``).
+    """
+    from sim.net_model import dist_sources, effective_ctrl, log2_exact, unpack_levels
+
+    N = geo.ports
+    n = log2_exact(N)
+    offs = [o % N for o in ce_offsets(ins, op)]
+    omask = 0
+    for o in offs:
+        omask |= o
+    low = (1 << omask.bit_length()) - 1
+    tbits = getattr(ins, f"{op}_base") | getattr(ins, f"{op}_sk") | getattr(ins, f"{op}_sl0") \
+        | getattr(ins, f"{op}_sl1")
+    if tbits & low:
+        return False
+    sel = [lvl for lvl in (sum(b << x for x, b in enumerate(bits)) for bits in
+                           unpack_levels(getattr(ins, f"{op}_sel"), n, N))]
+    for b in range(0, N, low + 1):
+        src = dist_sources(N, effective_ctrl(sel, b, n, width=N))
+        if any(src[c] != (o ^ b) for c, o in enumerate(offs)):
+            return False
+    return True
+
+
+def _red_ok(ins: Instr, geo: Geometry) -> bool:
+    """The reduction network sums exactly the CEs of group ``g`` into port ``g*gk``."""
+    from sim.net_model import log2_exact, red_symbolic, unpack_levels
+
+    N = geo.ports
+    n = log2_exact(N)
+    ces, gk = ins.gm * ins.gn * ins.gk, ins.gk
+    sym = red_symbolic(N, unpack_levels(ins.red_mode, n, N // 2, 2), active=range(ces))
+    return all(sym[g * gk] == frozenset(range(g * gk, (g + 1) * gk)) for g in range(ces // gk))
+
+
+def route_ok(ins: Instr, geo: Geometry) -> bool:
+    """The GEMM's network words route as its addresses require (:data:`ErrorCode.ROUTE`)."""
+    return _dist_ok(ins, "a", geo) and _dist_ok(ins, "b", geo) and _red_ok(ins, geo)
+
+
+def out_rows(ins: Instr, geo: Geometry) -> int:
+    """Result rows a CE emits per tile: ``ce_rows`` (OS) or ``K`` (one per IA vector, IS/WS)."""
+    return ins.K if stationary(ins.mode) else geo.ce_rows
+
+
+def loads(ins: Instr, geo: Geometry) -> int:
+    """IB loads per tile of a stationary mode: ``ce_rows`` (V) or ``ce_cols`` (H)."""
+    return geo.ce_cols if horizontal(ins.mode) else geo.ce_rows
+
+
+def vec_delay(ins: Instr, geo: Geometry) -> int:
+    """Stationary modes: cycles from a tile's first IB load to its first IA vector."""
+    return geo.ce_cols if horizontal(ins.mode) else 1
+
+
 def check(ins: Instr, geo: Geometry) -> ErrorCode:
     """The static checks the controller makes before executing ``ins`` (in this order).
 
@@ -306,14 +445,15 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
     if op in (Opcode.NOP, Opcode.HALT, Opcode.SYNC):
         return ErrorCode.NONE
     if op == Opcode.GEMM:
-        if (ins.mode != Dataflow.OS or ins.gm * ins.gn * ins.gk > geo.ces or ins.K == 0 or ins.L0 == 0
+        if (ins.mode > max(Dataflow) or ins.gm * ins.gn * ins.gk > geo.ces or ins.K == 0 or ins.L0 == 0
                 or ins.L1 == 0):
             return ErrorCode.BAD_SHAPE
-        for o in ("a", "b"):
-            if getattr(ins, f"{o}_base") + temporal_max(ins, o, ins.K) + max(ce_offsets(ins, o)) \
+        # IA: K vectors; IB: K vectors (OS) or the tile's loads (IS/WS), stepped by b_sk
+        for o, kb in (("a", ins.K), ("b", loads(ins, geo) if stationary(ins.mode) else ins.K)):
+            if getattr(ins, f"{o}_base") + temporal_max(ins, o, kb) + max(ce_offsets(ins, o)) \
                     >= geo.unified_half_rows:
                 return ErrorCode.UNIFIED_RANGE
-        omax = temporal_max(ins, "o", geo.ce_rows) + max(group_offsets(ins))
+        omax = temporal_max(ins, "o", out_rows(ins, geo)) + max(group_offsets(ins))
         if ins.o_base + omax >= geo.accum_rows:
             return ErrorCode.ACCUM_RANGE
         if ins.flags & Flag.WB and ins.w_base + omax >= geo.unified_half_rows:
@@ -321,6 +461,11 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
         if _conflict(ce_offsets(ins, "a"), geo.banks) or _conflict(ce_offsets(ins, "b"), geo.banks) \
                 or _conflict(group_offsets(ins), geo.banks, writes=True):
             return ErrorCode.BANK_CONFLICT
+        if out_rows(ins, geo) > 1 and ins.o_sk == 0:
+            # consecutive rows of one address would read before the previous write
+            return ErrorCode.BANK_CONFLICT
+        if not route_ok(ins, geo):
+            return ErrorCode.ROUTE
         return ErrorCode.NONE
     # LOAD / STORE: chunk c moves rows c*banks + j, j = 0..banks-1, in one cycle
     if ins.K == 0:
@@ -342,16 +487,35 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
 # --- timing (the controller's FSM; the emulator counts with the same rules) ----------
 #: cycles every instruction spends in FETCH, DECODE and CHECK before it executes
 OVERHEAD = 3
-#: GEMM: cycles from the last PE update to the last accumulation-unit write
-GEMM_TAIL = 2
+#: GEMM: memory read (1) + distribution network (1) + accumulation read/write (1) + FSM (1),
+#: on top of the CE's output latency and the reduction network's log2(ports) levels
+GEMM_TAIL = 4
 #: LOAD/STORE: pipeline latency after the last chunk is issued
 MOVE_TAIL = 1
 
 
 def tile_period(ins: Instr, geo: Geometry) -> int:
-    """Cycles between the starts of consecutive tiles: ``max(K, ce_rows)``: the
-    double-buffered Psum registers must be drained (one row per cycle) first."""
+    """Cycles between the starts of consecutive tiles.
+
+    OS: ``max(K, ce_rows)`` (the double-buffered Psum registers drain one row per
+    cycle). IS/WS: ``max(loads, delay + K)``: a tile's loads, then its K vectors
+    (``delay`` = 1 for vertical loads, ``ce_cols`` for horizontal ones); the next
+    tile's loads start after the last vector.
+    """
+    if stationary(ins.mode):
+        return max(loads(ins, geo), vec_delay(ins, geo) + ins.K)
     return max(ins.K, geo.ce_rows)
+
+
+def last_issue(ins: Instr, geo: Geometry) -> int:
+    """Cycle (within a tile) of the last IA vector."""
+    return vec_delay(ins, geo) + ins.K - 1 if stationary(ins.mode) else ins.K - 1
+
+
+def gemm_latency(geo: Geometry) -> int:
+    """Cycles from issuing the last IA vector of the last tile to the end of the GEMM."""
+    # CE: the last OS row / the stationary Psum leaves R + 1 cycles after the vector
+    return geo.ce_rows + (geo.ports.bit_length() - 1) + GEMM_TAIL
 
 
 def exec_cycles(ins: Instr, geo: Geometry) -> int:
@@ -359,7 +523,7 @@ def exec_cycles(ins: Instr, geo: Geometry) -> int:
     op = ins.opcode
     if op == Opcode.GEMM:
         tiles = ins.L0 * ins.L1
-        return (tiles - 1) * tile_period(ins, geo) + ins.K + geo.ce_rows + GEMM_TAIL
+        return (tiles - 1) * tile_period(ins, geo) + last_issue(ins, geo) + 1 + gemm_latency(geo)
     if op in (Opcode.LOAD, Opcode.STORE):
         return ins.K + MOVE_TAIL
     return 0
@@ -371,6 +535,7 @@ def gemm_macs(ins: Instr, geo: Geometry) -> int:
 
 
 __all__ = ["INSTR_BITS", "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "Instr", "IsaError", "decode",
-           "nop", "halt", "sync", "gemm", "load", "store", "assemble", "Geometry", "check", "ce_offsets",
+           "nop", "halt", "sync", "gemm", "with_routes", "route_ok", "stationary", "horizontal", "CE_MODE",
+           "out_rows", "loads", "vec_delay", "last_issue", "gemm_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check", "ce_offsets",
            "group_offsets", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles", "gemm_macs",
            "replace", "field"]

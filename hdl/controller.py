@@ -27,12 +27,12 @@ error : Out(3) :class:`gen.isa.ErrorCode`, valid in the same cycle.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.config import FettaConfig
-from gen.isa import INSTR_BITS, LAYOUT, Dataflow, ErrorCode, Flag, Geometry, Opcode
+from gen.isa import CE_MODE, INSTR_BITS, LAYOUT, Dataflow, ErrorCode, Flag, Geometry, Opcode
 
 OFF_BITS = 40
 
@@ -44,7 +44,8 @@ class Decoder(wiring.Component):
         E = config.num_ces
         members = {"word": In(INSTR_BITS), "pc_overflow": In(1), "error": Out(3),
                    "a_off": Out(OFF_BITS).array(E), "b_off": Out(OFF_BITS).array(E),
-                   "o_off": Out(OFF_BITS).array(E), "active": Out(E), "group_active": Out(E)}
+                   "o_off": Out(OFF_BITS).array(E), "active": Out(E), "group_active": Out(E),
+                   "stationary": Out(1), "horizontal": Out(1), "ce_mode": Out(3)}
         for name, (_, bits) in LAYOUT.items():
             members[f"f_{name}"] = Out(bits)
         super().__init__(members)
@@ -81,6 +82,88 @@ class Decoder(wiring.Component):
             m.d.comb += [gim.eq(cc >> lgn), gin.eq(cc & (gn - 1)), self.group_active[c].eq(cc < groups)]
             m.d.comb += self.o_off[c].eq(gim * f["o_sm"] + gin * f["o_sn"])
 
+        mode = f["mode"]
+        m.d.comb += [self.stationary.eq((mode == Dataflow.WS) | (mode == Dataflow.IS) | (mode == Dataflow.WS_H)
+                                        | (mode == Dataflow.IS_H)),
+                     self.horizontal.eq((mode == Dataflow.WS_H) | (mode == Dataflow.IS_H))]
+        with m.Switch(mode):
+            for dv, cv in CE_MODE.items():
+                with m.Case(int(dv)):
+                    m.d.comb += self.ce_mode.eq(cv)
+        nload = Signal(8, name="nload")
+        m.d.comb += nload.eq(Mux(self.horizontal, cfg.ce_cols, cfg.ce_rows))
+        orows = Signal(17, name="out_rows")
+        m.d.comb += orows.eq(Mux(self.stationary, f["K"], cfg.ce_rows))
+
+        # --- routing check (gen.isa.route_ok): distribution sources for every bank index
+        N = cfg.net_ports
+        n = N.bit_length() - 1
+
+        def dist_ok(op):
+            offs = [self.a_off[c] if op == "a" else self.b_off[c] for c in range(E)]
+            omask = Signal(n, name=f"{op}_omask")
+            acc = Const(0, n)
+            for c in range(E):
+                acc = acc | Mux(self.active[c], offs[c][:n], 0)
+            m.d.comb += omask.eq(acc)
+            # low = 2**bitlen(omask) - 1: smear the ones downwards
+            low = Signal(n, name=f"{op}_low")
+            sm = omask
+            for i in range(n):
+                sm = sm | (sm >> (1 << i) if (1 << i) < n else sm)
+            m.d.comb += low.eq(sm)
+            tb = f[f"{op}_base"] | f[f"{op}_sk"] | f[f"{op}_sl0"] | f[f"{op}_sl1"]
+            bad = [(tb[:n] & low) != 0]
+            sel = f[f"{op}_sel"]
+            for b in range(N):
+                # only bank indices that are multiples of low + 1 occur
+                relevant = Signal(name=f"{op}_rel{b}")
+                m.d.comb += relevant.eq((Const(b, n) & low) == 0)
+                for c in range(E):
+                    node = Const(c, n)
+                    for s_ in reversed(range(n)):
+                        k = n - 1 - s_
+                        ctl = sel[s_ * N:(s_ + 1) * N].bit_select(node, 1) ^ ((b >> k) & 1)
+                        node = node ^ (ctl << k)
+                    src = Signal(n, name=f"{op}_src{b}_{c}")
+                    m.d.comb += src.eq(node)
+                    bad.append(relevant & self.active[c] & (src != (offs[c][:n] ^ b)))
+            return ~Cat(*bad).any()
+
+        def red_ok():
+            rm = f["red_mode"]
+            cur = [Mux(self.active[p], Const(1 << p, N), 0) if p < E else Const(0, N) for p in range(N)]
+            for s_ in range(n):
+                nxt = [None] * N
+                for p in range(N // 2):
+                    lo = ((p >> s_) << (s_ + 1)) | (p & ((1 << s_) - 1))
+                    hi = lo | (1 << s_)
+                    md = rm[2 * (s_ * N // 2 + p):2 * (s_ * N // 2 + p) + 2]
+                    a_, b_ = cur[lo], cur[hi]
+                    ml = Signal(N, name=f"redchk{s_}_{lo}")
+                    mh = Signal(N, name=f"redchk{s_}_{hi}")
+                    with m.Switch(md):
+                        with m.Case(0):
+                            m.d.comb += [ml.eq(a_), mh.eq(b_)]
+                        with m.Case(1):
+                            m.d.comb += [ml.eq(b_), mh.eq(a_)]
+                        with m.Case(2):
+                            m.d.comb += [ml.eq(a_ | b_), mh.eq(0)]
+                        with m.Case(3):
+                            m.d.comb += [ml.eq(0), mh.eq(a_ | b_)]
+                    nxt[lo], nxt[hi] = ml, mh
+                cur = nxt
+            bad = []
+            for lg in range(E.bit_length()):
+                size = 1 << lg
+                for g in range(E // size):
+                    want = ((1 << size) - 1) << (g * size)
+                    bad.append((lgk == lg) & self.group_active[g] & (cur[g * size] != want))
+            return ~Cat(*bad).any()
+
+        route_good = Signal(name="route_good")
+        m.d.comb += route_good.eq(dist_ok("a") & dist_ok("b") & red_ok())
+
         def conflict(offs, act, writes):
             bits = []
             for c in range(E):
@@ -100,8 +183,8 @@ class Decoder(wiring.Component):
         b_max = Signal(OFF_BITS + 8, name="b_max")
         o_max = Signal(OFF_BITS + 8, name="o_max")
         m.d.comb += [a_max.eq(f["a_base"] + tmax("a", f["K"]) + smax("a")),
-                     b_max.eq(f["b_base"] + tmax("b", f["K"]) + smax("b")),
-                     o_max.eq(tmax("o", cfg.ce_rows) + (gm - 1) * f["o_sm"] + (gn - 1) * f["o_sn"])]
+                     b_max.eq(f["b_base"] + tmax("b", Mux(self.stationary, nload, f["K"])) + smax("b")),
+                     o_max.eq(tmax("o", orows) + (gm - 1) * f["o_sm"] + (gn - 1) * f["o_sn"])]
         HALF, ACC = geo.unified_half_rows, geo.accum_rows
 
         # LOAD / STORE: rows = K * banks, one chunk of `banks` rows per cycle
@@ -125,7 +208,7 @@ class Decoder(wiring.Component):
         with m.Elif(f["opcode"] > max(Opcode)):
             m.d.comb += err.eq(ErrorCode.ILLEGAL_OPCODE)
         with m.Elif(f["opcode"] == Opcode.GEMM):
-            with m.If((f["mode"] != Dataflow.OS) | (ces > E) | (f["K"] == 0) | (f["L0"] == 0) | (f["L1"] == 0)):
+            with m.If((f["mode"] > max(Dataflow)) | (ces > E) | (f["K"] == 0) | (f["L0"] == 0) | (f["L1"] == 0)):
                 m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
             with m.Elif((a_max >= HALF) | (b_max >= HALF)):
                 m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
@@ -134,8 +217,11 @@ class Decoder(wiring.Component):
             with m.Elif(f["flags"][1] & (f["w_base"] + o_max >= HALF)):
                 m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
             with m.Elif(conflict(self.a_off, self.active, False) | conflict(self.b_off, self.active, False)
-                        | conflict(self.o_off, self.group_active, True)):
+                        | conflict(self.o_off, self.group_active, True)
+                        | ((orows > 1) & (f["o_sk"] == 0))):
                 m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
+            with m.Elif(~route_good):
+                m.d.comb += err.eq(ErrorCode.ROUTE)
         with m.Elif((f["opcode"] == Opcode.LOAD) | is_store):
             with m.If(f["K"] == 0):
                 m.d.comb += err.eq(ErrorCode.BAD_SHAPE)

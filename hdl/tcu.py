@@ -1,38 +1,37 @@
-"""Tensor contraction unit: E contraction engines and the spatial reduction (FETTA V-B).
+"""Tensor contraction unit: two distribution networks, E contraction engines, a reduction network.
 
-This TCU runs the output-stationary dataflow of :mod:`gen.isa` (``GEMM``): every
-CE is a ``ce_rows x ce_cols`` array of PEs; PE ``(i, j)`` of CE ``c`` multiplies
-lane ``i`` of the CE's IA row with lane ``j`` of its IB row and accumulates in
-FP32 (``bf16``) or in ``int_acc_width``-bit integers (``int16``). Psums are
-double-buffered: the last step of a tile writes the final sums into ``buf``
-while the next tile starts, and ``buf`` is drained one PE row per cycle.
-
-The drained rows of aligned groups of ``2**log_gk`` CEs are summed by a
-balanced tree of adjacent pairs (level ``l`` adds ``x[2j] + x[2j+1]``), the
-adder-switch order of the reduction network; group ``g``'s result is on
-``red[g]``.
+FETTA section V-B: the rows read from the ``banks`` unified-memory banks (port ``p`` =
+bank ``p``) go through two :class:`hdl.dist_net.DistNet` butterflies (IA and IB; multicast
+of one row to several CEs), into ``num_ces`` :class:`hdl.ce.CE` (CE ``c`` on network port
+``c``, all in the instruction's :class:`hdl.ce.CEMode`), whose Psum vectors go through
+the :class:`hdl.red_net.RedNet` (spatial reduction of aligned groups of ``2**log_gk`` CEs
+into the group's first port). Control words come from the instruction (section V-D):
+``a_sel``/``b_sel`` XOR the bank index of the temporal address, ``red_mode`` (bank index 0).
 
 Ports and timing
 ----------------
-ia, ib : In(lanes * elem_bits).array(num_ces)
-    Operand rows, sampled when ``step`` is high.
-step, first, last : In(1)
-    ``step``: a MAC step this cycle; ``first``: start from ``+0``; ``last``: also
-    copy the sums into ``buf`` (visible next cycle).
-drain_row : In(range(ce_rows)), log_gk : In(3)
-red : Out(lanes * acc_bits).array(num_ces)
-    Combinational: row ``drain_row`` of ``buf``, reduced over groups of ``2**log_gk`` CEs.
+ia_rows, ib_rows : In(lanes * elem_bits).array(ports)
+    Bank read data (cycle ``t``), with ``a_sel``, ``b_sel``, ``a_bidx``, ``b_bidx`` and the
+    stream flags ``ia_go`` (an IA vector), ``ib_go`` (OS: the IB vector; IS/WS: an IB load),
+    ``first``/``last`` (OS tile bounds), ``swap`` (IS/WS first vector), ``ib_index`` (load index).
+    The networks register them: the CEs see them in ``t + 1``.
+mode : In(CEMode), red_mode : In(...), log_gk : In(3), active : In(num_ces)
+    Quasi-static for the whole instruction.
+red : Out(lanes * acc_bits).array(num_ces), red_valid : Out(1)
+    Group ``g``'s sum (``red[g]``) of the CE output of cycle ``u`` appears in
+    ``u + log2(ports)`` with ``red_valid``. CE outputs: OS row ``r`` ``r + 2`` cycles after
+    the tile's last vector, IS/WS ``ce_rows + 1`` cycles after its vector.
 """
 
-from __future__ import annotations
-
-from amaranth import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.config import FettaConfig
 
-from .fp import BF16Mul, FP32Add
+from .ce import CE, CEMode
+from .dist_net import DistNet
+from .red_net import RedNet
 
 
 class TCU(wiring.Component):
@@ -41,76 +40,58 @@ class TCU(wiring.Component):
 
         check_config(config)
         self._cfg = config
-        E, L = config.num_ces, config.lanes
+        E, L, N = config.num_ces, config.lanes, config.net_ports
+        n = N.bit_length() - 1
         super().__init__({
-            "ia": In(L * config.elem_bits).array(E), "ib": In(L * config.elem_bits).array(E),
-            "step": In(1), "first": In(1), "last": In(1),
-            "drain_row": In(range(config.ce_rows)), "log_gk": In(3),
-            "red": Out(L * config.acc_bits).array(E),
+            "ia_rows": In(L * config.elem_bits).array(N), "ib_rows": In(L * config.elem_bits).array(N),
+            "a_sel": In(N * n), "b_sel": In(N * n), "a_bidx": In(n), "b_bidx": In(n),
+            "ia_go": In(1), "ib_go": In(1), "first": In(1), "last": In(1), "swap": In(1),
+            "ib_index": In(range(L)),
+            "mode": In(CEMode), "red_mode": In(N // 2 * n * 2), "log_gk": In(3), "active": In(E),
+            "red": Out(L * config.acc_bits).array(E), "red_valid": Out(1),
         })
-
-    def _add(self, m, a, b, name):
-        cfg = self._cfg
-        if cfg.datatype == "bf16":
-            m.submodules[name] = add = FP32Add()
-            m.d.comb += [add.a.eq(a), add.b.eq(b)]
-            return add.o
-        s = Signal(cfg.acc_bits, name=name)
-        m.d.comb += s.eq(a + b)
-        return s
 
     def elaborate(self, platform):
         m = Module()
         cfg = self._cfg
-        E, R, C = cfg.num_ces, cfg.ce_rows, cfg.ce_cols
+        E, L, N = cfg.num_ces, cfg.lanes, cfg.net_ports
         EB, AB = cfg.elem_bits, cfg.acc_bits
-        rows = []   # rows[c][i] = Cat of buf[c][i][j]
+        m.submodules.dist_a = da = DistNet(ports=N, lanes=L, width=EB)
+        m.submodules.dist_b = db = DistNet(ports=N, lanes=L, width=EB)
+        m.submodules.red_net = rn = RedNet(ports=N, lanes=L, datatype=cfg.datatype, width=AB)
+        for net, rows, sel, bidx in ((da, self.ia_rows, self.a_sel, self.a_bidx),
+                                     (db, self.ib_rows, self.b_sel, self.b_bidx)):
+            m.d.comb += [net.i_data.as_value().eq(Cat(*rows)), net.i_valid.eq(Const(-1, N)),
+                         net.sel_vec.eq(sel), net.bank_idx.eq(bidx), net.transpose.eq(0)]
+        # stream flags travel with the rows through the network's output register
+        s_ia, s_ib, s_first, s_last, s_swap = (Signal(name=f"dist_{x}") for x in ("ia", "ib", "first", "last", "swap"))
+        s_index = Signal(range(L), name="dist_ib_index")
+        m.d.sync += [s_ia.eq(self.ia_go), s_ib.eq(self.ib_go), s_first.eq(self.first), s_last.eq(self.last),
+                     s_swap.eq(self.swap), s_index.eq(self.ib_index)]
+        os_mode = (self.mode == CEMode.OS_AB) | (self.mode == CEMode.OS_BA)
+        psums, valids = [], []
         for c in range(E):
-            ce_rows = []
-            for i in range(R):
-                row = []
-                for j in range(C):
-                    a = self.ia[c][i * EB:(i + 1) * EB]
-                    b = self.ib[c][j * EB:(j + 1) * EB]
-                    acc = Signal(AB, name=f"ce{c}_acc{i}_{j}")
-                    buf = Signal(AB, name=f"ce{c}_buf{i}_{j}")
-                    base = Mux(self.first, 0, acc)
-                    if cfg.datatype == "bf16":
-                        m.submodules[f"ce{c}_mul{i}_{j}"] = mul = BF16Mul()
-                        m.d.comb += [mul.a.eq(a), mul.b.eq(b)]
-                        total = self._add(m, base, mul.o, f"ce{c}_add{i}_{j}")
-                    else:
-                        prod = Signal(signed(2 * EB), name=f"ce{c}_prod{i}_{j}")
-                        m.d.comb += prod.eq(a.as_signed() * b.as_signed())
-                        total = Signal(AB, name=f"ce{c}_sum{i}_{j}")
-                        m.d.comb += total.eq((base + prod)[:AB])
-                    with m.If(self.step):
-                        m.d.sync += acc.eq(total)
-                        with m.If(self.last):
-                            m.d.sync += buf.eq(total)
-                    row.append(buf)
-                ce_rows.append(Cat(*row))
-            rows.append(Array(ce_rows))
-        level = [Signal(C * AB, name=f"red_l0_{c}") for c in range(E)]
-        for c in range(E):
-            m.d.comb += level[c].eq(rows[c][self.drain_row])
-        levels = [level]
-        lv = 0
-        while len(level) > 1:
-            lv += 1
-            nxt = []
-            for j in range(len(level) // 2):
-                s = Signal(C * AB, name=f"red_l{lv}_{j}")
-                for x in range(C):
-                    sl = slice(x * AB, (x + 1) * AB)
-                    m.d.comb += s[sl].eq(self._add(m, level[2 * j][sl], level[2 * j + 1][sl], f"red{lv}_{j}_{x}"))
-                nxt.append(s)
-            level = nxt
-            levels.append(level)
+            ce = CE(rows=cfg.ce_rows, cols=cfg.ce_cols, datatype=cfg.datatype, int_width=cfg.int_width,
+                    int_acc_width=cfg.int_acc_width)
+            m.submodules[f"ce{c}"] = ce
+            m.d.comb += [ce.mode.eq(self.mode),
+                         ce.ia.data.as_value().eq(da.o_data[c].as_value()),
+                         ce.ia.valid.eq(s_ia & self.active[c]),
+                         ce.ia.first.eq(s_first), ce.ia.last.eq(s_last), ce.ia.swap.eq(s_swap),
+                         ce.ib.data.as_value().eq(db.o_data[c].as_value()),
+                         ce.ib.valid.eq(s_ib & ~os_mode & self.active[c]), ce.ib.index.eq(s_index),
+                         ce.psum_in.as_value().eq(0)]
+            psums.append(ce.psum.data.as_value())
+            valids.append(ce.psum.valid & self.active[c])
+        zero = Const(0, L * AB)
+        m.d.comb += [rn.i_data.as_value().eq(Cat(*psums, *([zero] * (N - E)))),
+                     rn.i_valid.eq(Cat(*valids, Const(0, N - E) if N > E else Cat())),
+                     rn.mode.eq(self.red_mode), rn.bank_idx.eq(0), rn.transpose.eq(0),
+                     self.red_valid.eq(rn.o_valid[0])]
         for g in range(E):
             with m.Switch(self.log_gk):
-                for l, lvl in enumerate(levels):
-                    if g < len(lvl):
-                        with m.Case(l):
-                            m.d.comb += self.red[g].eq(lvl[g])
+                for lg in range(E.bit_length()):
+                    if (g << lg) < E:
+                        with m.Case(lg):
+                            m.d.comb += self.red[g].eq(rn.o_data[g << lg].as_value())
         return m

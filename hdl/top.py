@@ -147,7 +147,7 @@ class Fetta(wiring.Component):
         # --- decoded fields ---------------------------------------------------------
         F = {name[2:]: getattr(dec, name) for name in dir(dec) if name.startswith("f_")}
         K, L0, L1 = F["K"], F["L0"], F["L1"]
-        period = Signal(16, name="period")
+        period = Signal(17, name="period")
         m.d.comb += period.eq(Mux(K > R, K, R))
         # offsets latched at CHECK (the decoder is combinational on `ins`, which stays put)
         a_off = [dec.a_off[c][:ADDR] for c in range(E)]
@@ -157,36 +157,45 @@ class Fetta(wiring.Component):
         gactive = dec.group_active
 
         # --- GEMM issue side ----------------------------------------------------------
+        # OS: K vectors of IA and IB per tile. IS/WS: `nload` IB loads, then (from
+        # `vdelay`) K IA vectors; one counter `pcnt` per tile of `period` cycles.
+        st = dec.stationary
+        nload = Signal(8, name="nload")
+        vdelay = Signal(8, name="vdelay")
+        m.d.comb += [nload.eq(Mux(dec.horizontal, cfg.ce_cols, R)), vdelay.eq(Mux(dec.horizontal, cfg.ce_cols, 1))]
+        with m.If(st):
+            m.d.comb += period.eq(Mux(nload > vdelay + K, nload, vdelay + K))
         issuing = Signal(name="issuing")
-        pcnt = Signal(16, name="pcnt")
+        pcnt = Signal(17, name="pcnt")
         l0 = Signal(16, name="l0")
         l1 = Signal(16, name="l1")
         ta_l1, ta_t, ta_k = (Signal(ADDR, name=n) for n in ("ta_l1", "ta_t", "ta_k"))
         tb_l1, tb_t, tb_k = (Signal(ADDR, name=n) for n in ("tb_l1", "tb_t", "tb_k"))
-        read_now = Signal(name="read_now")
-        m.d.comb += read_now.eq(issuing & (pcnt < K))
-        s1_step = Signal(name="s1_step")
-        s1_first = Signal(name="s1_first")
-        s1_last = Signal(name="s1_last")
-        m.d.sync += [s1_step.eq(read_now), s1_first.eq(pcnt == 0), s1_last.eq(pcnt == K - 1)]
-        m.d.comb += [tcu.step.eq(s1_step), tcu.first.eq(s1_first), tcu.last.eq(s1_last), tcu.log_gk.eq(F["log_gk"])]
+        a_go = Signal(name="a_go")
+        b_go = Signal(name="b_go")
+        vidx = Signal(17, name="vidx")
+        m.d.comb += [vidx.eq(pcnt - vdelay),
+                     a_go.eq(issuing & Mux(st, (pcnt >= vdelay) & (pcnt < vdelay + K), pcnt < K)),
+                     b_go.eq(issuing & Mux(st, pcnt < nload, pcnt < K))]
+        s1_a, s1_b, s1_first, s1_last, s1_swap = (Signal(name=f"s1_{x}") for x in ("a", "b", "first", "last", "swap"))
+        s1_index = Signal(range(L), name="s1_index")
+        s1_abank = Signal(range(B), name="s1_abank")
+        s1_bbank = Signal(range(B), name="s1_bbank")
+        m.d.sync += [s1_a.eq(a_go), s1_b.eq(b_go), s1_first.eq(pcnt == 0), s1_last.eq(pcnt == K - 1),
+                     s1_swap.eq(vidx == 0), s1_index.eq(pcnt[:max(1, (L - 1).bit_length())]),
+                     s1_abank.eq(bank(ta_k)), s1_bbank.eq(bank(tb_k))]
+        m.d.comb += [tcu.ia_go.eq(s1_a), tcu.ib_go.eq(s1_b), tcu.first.eq(s1_first), tcu.last.eq(s1_last),
+                     tcu.swap.eq(s1_swap), tcu.ib_index.eq(s1_index),
+                     tcu.a_bidx.eq(s1_abank), tcu.b_bidx.eq(s1_bbank),
+                     tcu.a_sel.eq(F["a_sel"]), tcu.b_sel.eq(F["b_sel"]), tcu.red_mode.eq(F["red_mode"]),
+                     tcu.mode.eq(dec.ce_mode), tcu.log_gk.eq(F["log_gk"]), tcu.active.eq(active)]
+        for b in range(B):
+            m.d.comb += [tcu.ia_rows[b].eq(umem.ia_data[b]), tcu.ib_rows[b].eq(umem.ib_data[b])]
 
-        # distribution: every CE reads its row from the bank its address names
         a_addr = [Signal(ADDR, name=f"ia_addr{c}") for c in range(E)]
         b_addr = [Signal(ADDR, name=f"ib_addr{c}") for c in range(E)]
-        a_bank_q = [Signal(range(B), name=f"ia_bank_q{c}") for c in range(E)]
-        b_bank_q = [Signal(range(B), name=f"ib_bank_q{c}") for c in range(E)]
         for c in range(E):
             m.d.comb += [a_addr[c].eq(ta_k + a_off[c]), b_addr[c].eq(tb_k + b_off[c])]
-            m.d.sync += [a_bank_q[c].eq(bank(a_addr[c])), b_bank_q[c].eq(bank(b_addr[c]))]
-            with m.Switch(a_bank_q[c]):
-                for b in range(B):
-                    with m.Case(b):
-                        m.d.comb += tcu.ia[c].eq(umem.ia_data[b])
-            with m.Switch(b_bank_q[c]):
-                for b in range(B):
-                    with m.Case(b):
-                        m.d.comb += tcu.ib[c].eq(umem.ib_data[b])
 
         # --- MOVE (LOAD / STORE) side ----------------------------------------------------
         moving = Signal(name="moving")
@@ -221,24 +230,21 @@ class Fetta(wiring.Component):
                         m.d.comb += ia_sel.eq(mu[j])
             m.d.comb += [umem.ia_addr[b].eq(index(ia_sel)), umem.ib_addr[b].eq(index(ib_sel))]
 
-        # --- drain, reduction and accumulation ------------------------------------------
+        # --- reduction output -> accumulation ----------------------------------------
+        # every valid beat of the reduction network is one result row per group, in order
         d_active = Signal(name="d_active")
-        d_row = Signal(range(R), name="d_row")
+        d_row = Signal(16, name="d_row")
+        nrows = Signal(16, name="nrows")
         to_l0 = Signal(16, name="to_l0")
         to_l1 = Signal(16, name="to_l1")
         to_l1a, to_t, to_r = (Signal(ADDR, name=n) for n in ("to_l1a", "to_t", "to_r"))
         d_final = Signal(name="d_final")
-        m.d.comb += [tcu.drain_row.eq(d_row),
-                     d_final.eq(d_active & (d_row == R - 1) & (to_l0 == L0 - 1) & (to_l1 == L1 - 1))]
-        with m.If(s1_step & s1_last):
-            m.d.sync += [d_active.eq(1), d_row.eq(0)]
-        with m.Elif(d_active):
-            m.d.sync += d_row.eq(d_row + 1)
-            with m.If(d_row == R - 1):
-                m.d.sync += d_active.eq(0)
+        m.d.comb += [nrows.eq(Mux(st, K, R)), d_active.eq(tcu.red_valid),
+                     d_final.eq(d_active & (d_row == nrows - 1) & (to_l0 == L0 - 1) & (to_l1 == L1 - 1))]
         with m.If(d_active):
-            m.d.sync += to_r.eq(to_r + F["o_sk"])
-            with m.If(d_row == R - 1):
+            m.d.sync += [d_row.eq(d_row + 1), to_r.eq(to_r + F["o_sk"])]
+            with m.If(d_row == nrows - 1):
+                m.d.sync += d_row.eq(0)
                 with m.If(to_l0 == L0 - 1):
                     m.d.sync += [to_l0.eq(0), to_l1.eq(to_l1 + 1), to_l1a.eq(to_l1a + F["o_sl1"]),
                                  to_t.eq(to_l1a + F["o_sl1"]), to_r.eq(to_l1a + F["o_sl1"])]
@@ -251,6 +257,8 @@ class Fetta(wiring.Component):
         # write stage registers
         w_valid = Signal(name="w_valid")
         w_final = Signal(name="w_final")
+        w_acc = Signal(name="w_acc")
+        m.d.sync += w_acc.eq(F["flags"][0] | (F["flags"][2] & (to_l0 != 0)))
         w_psum = [Signal(AW, name=f"w_psum{g}") for g in range(E)]
         w_addr = [Signal(ADDR, name=f"w_oaddr{g}") for g in range(E)]
         m.d.sync += [w_valid.eq(d_active), w_final.eq(d_final)]
@@ -281,7 +289,7 @@ class Fetta(wiring.Component):
                 for b in range(B):
                     with m.Case(b):
                         m.d.comb += old.eq(acc_rd[b])
-            m.d.comb += [add.old.eq(old), add.psum.eq(w_psum[g]), add.acc.eq(acc_flag)]
+            m.d.comb += [add.old.eq(old), add.psum.eq(w_psum[g]), add.acc.eq(w_acc)]
             m.submodules[f"narrow{g}"] = nar = Narrow(cfg)
             m.d.comb += nar.a.eq(add.o)
             new.append((add.o, nar.o))
@@ -365,7 +373,7 @@ class Fetta(wiring.Component):
                     m.d.sync += [busy.eq(0), done.eq(1)]
                     m.next = "HALTED"
                 with m.Elif(op == Opcode.GEMM):
-                    m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0),
+                    m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0), d_row.eq(0),
                                  ta_l1.eq(F["a_base"]), ta_t.eq(F["a_base"]), ta_k.eq(F["a_base"]),
                                  tb_l1.eq(F["b_base"]), tb_t.eq(F["b_base"]), tb_k.eq(F["b_base"]),
                                  to_l0.eq(0), to_l1.eq(0), to_l1a.eq(F["o_base"]), to_t.eq(F["o_base"]),
@@ -379,7 +387,11 @@ class Fetta(wiring.Component):
                     m.next = "FETCH"
             with m.State("GEMM"):
                 with m.If(issuing):
-                    m.d.sync += [pcnt.eq(pcnt + 1), ta_k.eq(ta_k + F["a_sk"]), tb_k.eq(tb_k + F["b_sk"])]
+                    m.d.sync += pcnt.eq(pcnt + 1)
+                    with m.If(a_go):
+                        m.d.sync += ta_k.eq(ta_k + F["a_sk"])
+                    with m.If(b_go):
+                        m.d.sync += tb_k.eq(tb_k + F["b_sk"])
                     with m.If(pcnt == period - 1):
                         m.d.sync += pcnt.eq(0)
                         with m.If(l0 == L0 - 1):

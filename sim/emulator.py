@@ -29,7 +29,7 @@ import numpy as np
 
 from gen.config import FettaConfig
 from gen.isa import (OVERHEAD, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode, exec_cycles,
-                     gemm_macs, group_offsets)
+                     gemm_macs, group_offsets, horizontal, loads, stationary)
 
 from . import bf16 as fp
 
@@ -128,42 +128,54 @@ class Emulator:
         l1, l0 = np.meshgrid(np.arange(ins.L1), np.arange(ins.L0), indexing="ij")
         return (l0 * getattr(ins, f"{op}_sl0") + l1 * getattr(ins, f"{op}_sl1")).reshape(-1)
 
-    def _gather(self, ins: Instr, op: str, half: int) -> np.ndarray:
-        """Rows streamed to every CE: ``[tiles, ces, K, lanes]`` (bit patterns)."""
+    def _gather(self, ins: Instr, op: str, half: int, count: int | None = None) -> np.ndarray:
+        """Rows streamed to every CE: ``[tiles, ces, count (default K), lanes]`` (bit patterns)."""
+        count = ins.K if count is None else count
         addr = (getattr(ins, f"{op}_base") + self._tiles(ins, op)[:, None, None]
                 + np.asarray(ce_offsets(ins, op))[None, :, None]
-                + np.arange(ins.K)[None, None, :] * getattr(ins, f"{op}_sk"))
+                + np.arange(count)[None, None, :] * getattr(ins, f"{op}_sk"))
         return self.unified[half][addr]
 
     def _gemm(self, ins: Instr, half: int) -> None:
         g = self.geo
-        A = self._gather(ins, "a", half)[..., : g.ce_rows]   # [T, E, K, R]
-        B = self._gather(ins, "b", half)[..., : g.ce_cols]   # [T, E, K, C]
-        T, E, K = A.shape[:3]
+        if stationary(ins.mode):
+            # IB tile held in the PEs: load j is PE row j (V) or PE column j (H);
+            # Psum row s = sequential chain over the PE rows r from +0 of X[s, r] * W[r, c]
+            X = self._gather(ins, "a", half)[..., : g.ce_rows]                    # [T, E, K, R]
+            Wl = self._gather(ins, "b", half, loads(ins, self.geo))[..., : g.lanes]  # [T, E, loads, lanes]
+            W = np.swapaxes(Wl, 2, 3) if horizontal(ins.mode) else Wl              # [T, E, R, C]
+            steps = [(X[:, :, :, r, None], W[:, :, None, r, :]) for r in range(g.ce_rows)]
+        else:
+            A = self._gather(ins, "a", half)[..., : g.ce_rows]   # [T, E, K, R]
+            B = self._gather(ins, "b", half)[..., : g.ce_cols]   # [T, E, K, C]
+            steps = [(A[:, :, k, :, None], B[:, :, k, None, :]) for k in range(ins.K)]
+        T, E = steps[0][0].shape[:2]
+        rows = steps[0][0].shape[2]
         if self.is_float:
-            Af = fp.bf16_to_f32(fp.bf16_from_bits(A.astype(np.uint16)))
-            Bf = fp.bf16_to_f32(fp.bf16_from_bits(B.astype(np.uint16)))
-            acc = np.zeros((T, E, g.ce_rows, g.ce_cols), np.float32)
+            def f(x):
+                return fp.bf16_to_f32(fp.bf16_from_bits(x.astype(np.uint16)))
+            acc = np.zeros((T, E, rows, g.ce_cols), np.float32)
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-                for k in range(K):
-                    prod = fp.ftz32(Af[:, :, k, :, None] * Bf[:, :, k, None, :])
+                for a, b in steps:
+                    prod = fp.ftz32(f(a) * f(b))
                     acc = fp.ftz32(acc + prod)   # acc and prod are already flushed
-            psum = acc.reshape(T, E // ins.gk, ins.gk, g.ce_rows, g.ce_cols)
+            psum = acc.reshape(T, E // ins.gk, ins.gk, rows, g.ce_cols)
+            # reduction network: aligned group summed as a balanced tree of adjacent pairs
             while psum.shape[2] > 1:
                 psum = fp.f32_add(psum[:, :, 0::2], psum[:, :, 1::2])
-            psum_bits = fp.f32_bits(psum[:, :, 0]).astype(np.uint64)   # [T, G, R, C]
+            psum_bits = fp.f32_bits(psum[:, :, 0]).astype(np.uint64)   # [T, G, rows, C]
         else:
-            Ai = _signed(A, self.elem_bits)
-            Bi = _signed(B, self.elem_bits)
-            acc = np.einsum("tekr,tekc->terc", Ai, Bi)   # int64 wraps mod 2**64, a multiple of 2**acc_bits
-            psum = acc.reshape(T, E // ins.gk, ins.gk, g.ce_rows, g.ce_cols).sum(axis=2)
+            acc = np.zeros((T, E, rows, g.ce_cols), np.int64)
+            for a, b in steps:   # int64 wraps mod 2**64, a multiple of 2**acc_bits
+                acc = acc + _signed(a, self.elem_bits) * _signed(b, self.elem_bits)
+            psum = acc.reshape(T, E // ins.gk, ins.gk, rows, g.ce_cols).sum(axis=2)
             psum_bits = (psum & ((1 << self.acc_bits) - 1)).astype(np.uint64)
         o_tiles = self._tiles(ins, "o")
         goff = np.asarray(group_offsets(ins))
-        accumulate = bool(ins.flags & Flag.ACC)
         write_back = bool(ins.flags & Flag.WB)
         for t in range(T):
-            for i in range(g.ce_rows):
+            accumulate = bool(ins.flags & Flag.ACC) or (bool(ins.flags & Flag.ACC_L0) and t % ins.L0 > 0)
+            for i in range(rows):
                 addr = ins.o_base + o_tiles[t] + goff + i * ins.o_sk
                 new = psum_bits[t, :, i, :]
                 if accumulate:

@@ -60,10 +60,12 @@ def test_decoder_matches_isa_check(batch):
 def test_every_code_reachable():
     from gen.isa import gemm, load, store
 
-    cases = {ErrorCode.NONE: gemm(K=2), ErrorCode.ILLEGAL_OPCODE: Instr(opcode=7),
+    cases = {ErrorCode.NONE: gemm(K=2, o=(0, 1)), ErrorCode.ILLEGAL_OPCODE: Instr(opcode=7),
              ErrorCode.BAD_SHAPE: gemm(K=1, grid=(2, 2, 2)),
              ErrorCode.UNIFIED_RANGE: gemm(K=2, a=(GEO.unified_half_rows - 1, 1)),
              ErrorCode.ACCUM_RANGE: load(src=0, dst=GEO.accum_rows - 1, chunks=1),
-             ErrorCode.BANK_CONFLICT: store(src=0, dst=0, chunks=1, dst_stride=0)}
+             ErrorCode.BANK_CONFLICT: store(src=0, dst=0, chunks=1, dst_stride=0),
+             ErrorCode.ROUTE: gemm(K=1, grid=(1, 1, 2), a=(0, 1, 0, 0, 0, 0, 1), b=(8, 2, 0, 0, 0, 0, 1), o=(0, 1),
+                                   ports=GEO.ports)}
     got = decode_rtl([i.encode() for i in cases.values()])
     assert got == [int(c) for c in cases]

@@ -181,9 +181,3 @@ def test_fetta_run_emulator_cli(tmp_path, phase):
         assert arrays[k].shape == Yr.shape
         assert np.max(np.abs(arrays[k] - Yr)) <= 2 ** -7 * np.max(np.abs(Yr))
     assert np.array_equal(arrays["X"], ref["X"])
-
-
-def test_fetta_run_rejects_tensorized(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "gen", "run", "--spec", "examples/atis_tt.json"],
-                       capture_output=True, text=True)
-    assert p.returncode == 2 and "format" in p.stderr and p.stderr.count("\n") == 1

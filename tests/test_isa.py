@@ -75,7 +75,7 @@ def test_bank_conflicts():
 def test_bad_shape():
     assert check(gemm(K=1, grid=(4, 4, 2)), GEO) == ErrorCode.BAD_SHAPE   # 32 CEs > 16
     assert check(gemm(K=0), GEO) == ErrorCode.BAD_SHAPE
-    assert check(gemm(K=1, mode=1), GEO) == ErrorCode.BAD_SHAPE
+    assert check(gemm(K=1, mode=6), GEO) == ErrorCode.BAD_SHAPE
 
 
 def test_load_store_checks():
@@ -87,8 +87,13 @@ def test_load_store_checks():
 
 def test_timing_rules():
     g = gemm(K=10, L0=3, L1=2)
-    assert exec_cycles(g, GEO) == 5 * 10 + 10 + 4 + 2
+    # tiles back to back, then memory + network (2), CE drain (R), reduction (log2 16), write + FSM
+    assert exec_cycles(g, GEO) == 5 * 10 + 10 + 4 + 4 + 4
     short = gemm(K=2, L0=3)
-    assert exec_cycles(short, GEO) == 2 * 4 + 2 + 4 + 2    # period max(K, ce_rows)
+    assert exec_cycles(short, GEO) == 2 * 4 + 2 + 4 + 4 + 4    # period max(K, ce_rows)
+    ws = gemm(K=7, L0=3, mode=1)      # IS/WS: period max(loads, 1 + K), last vector at 1 + K - 1
+    assert exec_cycles(ws, GEO) == 2 * 8 + 8 + 4 + 4 + 4
+    wsh = gemm(K=2, L0=3, mode=3)     # horizontal loads: vectors 4 cycles after the first load
+    assert exec_cycles(wsh, GEO) == 2 * 6 + 6 + 4 + 4 + 4
     assert exec_cycles(load(src=0, dst=0, chunks=3), GEO) == 4
     assert exec_cycles(Instr(opcode=Opcode.SYNC), GEO) == 0

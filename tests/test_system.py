@@ -19,7 +19,8 @@ import pytest
 
 from gen.config import FettaConfig
 from gen.gemm import plan_gemm
-from gen.isa import Instr, gemm, halt, load, nop, store, sync
+from gen.isa import Instr, halt, load, nop, store, sync
+from gen.isa import gemm as _gemm
 from sim import bf16 as fp
 from sim.benches.system_bench import plan_jobs, run_jobs_rtl
 from sim.emulator import Emulator
@@ -52,6 +53,8 @@ def random_rows(emu, rng, n):
 
 
 def build_jobs(config, seed):
+    import functools
+    gemm = functools.partial(_gemm, ports=config.net_ports)
     rng = np.random.default_rng(seed)
     emu = Emulator(config)
     jobs = []
@@ -66,7 +69,7 @@ def build_jobs(config, seed):
     half_rows = emu.geo.unified_half_rows
     bias = emu.to_elem_bits(fp.round_to_bf16_f32(rng.standard_normal((8, 4))))
     prog = [load(src=120, dst=16, chunks=2),
-            gemm(K=5, grid=(2, 2, 1), L0=2, a=(0, 2, 0, 0, 1), b=(20, 4, 2, 0, 0, 1), o=(16, 4, 2, 0, 17, 1),
+            gemm(K=5, grid=(2, 2, 1), L0=2, a=(0, 2, 0, 0, 1), b=(20, 4, 2, 0, 0, 1), o=(16, 4, 2, 0, 18, 1),
                  acc=True, wb=True, w_base=150),
             nop(), sync(),
             store(src=16, dst=200, chunks=3, src_stride=1, dst_stride=1), halt()]
@@ -74,6 +77,12 @@ def build_jobs(config, seed):
                  "awrites": [(0, emu.to_elem_bits(np.zeros((64, 4))))],
                  "prog": [i.encode() for i in prog], "half": 1,
                  "ureads": [(1, 150, 60), (1, 200, 12)], "areads": [(0, 64)]})
+    # stationary and transposed-role mappings: IB tile loads (V / H), K vectors, K tiling over l0
+    for md in (1, 2, 3, 4, 5):
+        prog = [gemm(K=5, grid=(1, 2, 2), mode=md, L0=2, a=(0, 4, 8, 0, 0, 0, 1), b=(64, 4, 16, 0, 0, 2, 1),
+                     o=(0, 2, 0 if md != 5 else 10, 0, 0, 1), acc_l0=md != 5, wb=True, w_base=150), halt()]
+        jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 100))], "prog": [i.encode() for i in prog],
+                     "ureads": [(0, 150, 24)], "areads": [(0, 24)]})
     # error paths: the faulting instruction and everything after it leave no trace
     good = gemm(K=3, a=(0, 1), b=(8, 1), o=(0, 1), wb=True, w_base=100)
     bads = [Instr(opcode=13),
@@ -82,6 +91,7 @@ def build_jobs(config, seed):
             gemm(K=4, a=(half_rows - 3, 1), b=(0, 1), o=(0, 1)),                            # unified range
             store(src=0, dst=0, chunks=2, dst_stride=2),                                   # bank conflict
             load(src=0, dst=emu.geo.accum_rows - 4, chunks=2),                              # accumulation range
+            gemm(K=1, grid=(1, 1, 2), a=(0, 1, 0, 0, 0, 0, 1), b=(8, 2, 0, 0, 0, 0, 1), o=(0, 1)),  # route (carry)
             gemm(K=1, grid=(2, 2, 2))]                                                      # 8 CEs > 4
     for bad in bads:
         jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 24))],
@@ -110,7 +120,7 @@ def test_system_matches_emulator(sim):
     jobs = build_jobs(SMALL, seed=7)
     emu = emulate_jobs(SMALL, jobs)
     errors = [int(emu[f"j{j}_error"]) for j in range(len(jobs))]
-    assert sorted(set(errors)) == [0, 1, 2, 3, 4, 5, 6]     # every error code is exercised
+    assert sorted(set(errors)) == [0, 1, 2, 3, 4, 5, 6, 7]     # every error code is exercised
     rtl, _ = run_jobs_rtl(SMALL, jobs, sim)
     compare(rtl, emu, len(jobs))
 
