@@ -182,9 +182,15 @@ def _template(m: Mapping_) -> Instr:
 
 def map_gemm(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> Mapping_:
     """Choose grid, loop levels and unrolling of one step (fastest that passes :func:`check`)."""
+    return map_gemm_all(free, ks, o_sk, geo)[0]
+
+
+def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> list[Mapping_]:
+    """Every mapping whose template (bases 0) passes :func:`check`, fastest first."""
     free = _merge(free)
     ks = _merge(ks)
     best: Mapping_ | None = None
+    found: list[Mapping_] = []
     E = geo.ces
     grids = [(1 << a, 1 << b, 1 << c) for a in range(E.bit_length()) for b in range(E.bit_length())
              for c in range(E.bit_length()) if (1 << (a + b + c)) <= E]
@@ -219,18 +225,18 @@ def map_gemm(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> Mapping_
                                              o_sk, gm_lp.a, gm_lp.b, gm_lp.o, gn_lp.a, gn_lp.b, gn_lp.o,
                                              gk_lp.a, gk_lp.b)) >= 1 << 16:
                     continue
+                best = m
                 if check(ins, geo) != ErrorCode.NONE:
                     continue
                 n = math.prod(lp.trip for lp in free_unroll + k_unroll)
                 m.instrs = n
                 m.cycles = n * (OVERHEAD + exec_cycles(ins, geo))
-                if best is None or (m.cycles, -gm * gn * gk) < (best.cycles, -math.prod(best.grid)):
-                    best = m
+                found.append(m)
                 break
-    if best is None:
+    if not found:
         raise CompileError("no mapping of a step passes the ISA checks (accumulation unit too small?)",
                            field="accum_kb")
-    return best
+    return sorted(found, key=lambda m: (m.cycles, -math.prod(m.grid)))
 
 
 # --------------------------------------------------------------------------------
@@ -522,26 +528,15 @@ class Compiler:
         for m in set(X.modes) ^ set(Y.modes):
             if m not in keep_modes and sizes[m] != 1:
                 raise CompileError(f"mode {m} of one operand is summed but has size {sizes[m]}", field="spec")
-        mp = map_gemm(free, ks, lo.stride(alpha), self.geo)
-        tmpl = _template(mp)
-        instrs = []
-        fu = mp.free_unroll
-        ku = mp.k_unroll
-        for fidx in itertools.product(*(range(lp.trip) for lp in fu)):
-            fa = sum(i * lp.a for i, lp in zip(fidx, fu))
-            fb = sum(i * lp.b for i, lp in zip(fidx, fu))
-            fo = sum(i * lp.o for i, lp in zip(fidx, fu))
-            kidxs = list(itertools.product(*(range(lp.trip) for lp in ku)))
-            for n, kidx in enumerate(kidxs):
-                ka = sum(i * lp.a for i, lp in zip(kidx, ku))
-                kb = sum(i * lp.b for i, lp in zip(kidx, ku))
-                from .isa import replace
-                ins = replace(tmpl, a_base=la_addr(X) + fa + ka, b_base=la_addr(Y) + fb + kb,
-                              w_base=addr + fo, flags=(1 if n else 0) | (2 if n == len(kidxs) - 1 else 0))
-                err = check(ins, self.geo)
-                if err != ErrorCode.NONE:
-                    raise CompileError(f"internal: emitted instruction fails {err.name}: {ins}", field="program")
-                instrs.append(ins)
+        instrs = None
+        # the template passed with bases 0; the actual bases can still fail (e.g. network routing
+        # depends on the bank of each address): take the fastest mapping whose instructions all pass
+        for mp in map_gemm_all(free, ks, lo.stride(alpha), self.geo):
+            instrs = self._instructions(mp, la_addr(X), la_addr(Y), addr)
+            if instrs is not None:
+                break
+        if instrs is None:
+            raise CompileError(f"no mapping of step {s_idx} of {label} passes the ISA checks", field="program")
         self._add_instrs(instrs)
         macs = math.prod(sizes[m] for m in set(X.modes) | set(Y.modes))
         tcu = sum(gemm_macs(i, self.geo) for i in instrs)
@@ -560,6 +555,27 @@ class Compiler:
         if final:
             self._ensure_on_host(out)
         return out
+
+    def _instructions(self, mp: Mapping_, a0: int, b0: int, w0: int) -> list[Instr] | None:
+        from .isa import replace
+
+        tmpl = _template(mp)
+        fu, ku = mp.free_unroll, mp.k_unroll
+        instrs = []
+        kidxs = list(itertools.product(*(range(lp.trip) for lp in ku)))
+        for fidx in itertools.product(*(range(lp.trip) for lp in fu)):
+            fa = sum(i * lp.a for i, lp in zip(fidx, fu))
+            fb = sum(i * lp.b for i, lp in zip(fidx, fu))
+            fo = sum(i * lp.o for i, lp in zip(fidx, fu))
+            for n, kidx in enumerate(kidxs):
+                ka = sum(i * lp.a for i, lp in zip(kidx, ku))
+                kb = sum(i * lp.b for i, lp in zip(kidx, ku))
+                ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo,
+                              flags=(1 if n else 0) | (2 if n == len(kidxs) - 1 else 0))
+                if check(ins, self.geo) != ErrorCode.NONE:
+                    return None
+                instrs.append(ins)
+        return instrs
 
     def _add_instrs(self, instrs: list[Instr]) -> None:
         cap = self.geo.imem_depth - 1

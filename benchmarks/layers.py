@@ -1,0 +1,79 @@
+"""Compiler benchmark: the layers of ``benchmarks/layers/*.json`` per phase on the emulator.
+
+``python -m benchmarks layers [--write-docs] [--layers a,b] [--phases fp,bp,wg,train]`` prints, per
+layer and phase, cycles (accelerator busy cycles + host re-layout cycles), useful MACs,
+utilization ``macs / (cycles * num_macs)``, on-chip traffic (unified rows read by IA/IB, multicast
+counted once, plus rows written back), DRAM-model traffic (host writes and read-backs), re-layouts,
+runs and the max. relative error vs the float64 golden model. ``--write-docs`` puts the table into
+``docs/compiler.md`` between the ``layers-table`` markers. Layers that do not compile are listed
+with the reason (never silently dropped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DOC = HERE.parent / "docs" / "compiler.md"
+BEGIN, END = "<!-- layers-table:begin -->", "<!-- layers-table:end -->"
+
+
+def measure(spec, phase, config):
+    from gen.compiler import compile_layer, execute
+    from sim.golden import compute, random_inputs
+
+    t0 = time.perf_counter()
+    prog = compile_layer(spec, phase, config)
+    inputs = random_inputs(spec, 0)
+    ex = execute(prog, inputs, config)
+    phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
+    gold = compute(spec, inputs, phases=phases)
+    err = max(float(np.max(np.abs(ex.results[k] - g)) / np.max(np.abs(g))) for k, g in gold.items())
+    return dict(cycles=ex.cycles, macs=prog.macs, util=prog.macs / (ex.cycles * config.macs),
+                onchip=prog.onchip_bytes, dram=prog.dram_bytes, relayouts=prog.relayouts,
+                relayout_bytes=prog.relayout_bytes, runs=len(prog.runs), err=err,
+                seconds=time.perf_counter() - t0)
+
+
+def main(argv=None) -> int:
+    from gen.config import FettaConfig
+    from gen.errors import FettaError
+    from gen.spec import load_spec
+
+    p = argparse.ArgumentParser(prog="python -m benchmarks layers")
+    p.add_argument("--layers", default="atis_tt,atis_ttm_embedding,atis_dense,ucf_tr14,ucf_ht,ucf_bt")
+    p.add_argument("--phases", default="fp,bp,wg,train")
+    p.add_argument("--write-docs", action="store_true")
+    args = p.parse_args(argv)
+    config = FettaConfig()
+    lines = ["| layer | phase | cycles | MACs | utilization | on-chip KiB | DRAM KiB | re-layouts (KiB) | runs | "
+             "max rel. err | emulator s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in args.layers.split(","):
+        spec = load_spec(HERE / "layers" / f"{name}.json")
+        for phase in args.phases.split(","):
+            if spec.format == "dense":
+                lines.append(f"| {spec.name} | {phase} | see docs/accelerator.md (dense GEMM tiler) | | | | | | | | |")
+                break
+            try:
+                r = measure(spec, phase, config)
+            except FettaError as e:
+                lines.append(f"| {spec.name} | {phase} | not compiled: {e} | | | | | | | | |")
+                print(lines[-1], flush=True)
+                continue
+            lines.append(f"| {spec.name} | {phase} | {r['cycles']} | {r['macs']} | {r['util']:.1%} | "
+                         f"{r['onchip'] / 1024:.0f} | {r['dram'] / 1024:.0f} | {r['relayouts']} "
+                         f"({r['relayout_bytes'] / 1024:.0f}) | {r['runs']} | {r['err']:.1e} | {r['seconds']:.1f} |")
+            print(lines[-1], flush=True)
+    table = "\n".join(lines)
+    print(table)
+    if args.write_docs:
+        text = DOC.read_text()
+        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), BEGIN + "\n" + table + "\n" + END, text,
+                      flags=re.S)
+        DOC.write_text(text)
+    return 0
