@@ -59,7 +59,7 @@ toolchain:
 demo: venv
 	@mkdir -p build/demo
 	$(SIMENV) $(PY) -m gen golden --spec examples/atis_tt.json --seed 1 --out build/demo/atis_tt.npz
-	$(SIMENV) $(PY) -m gen.demo
+	$(SIMENV) $(PY) -m gen.demo $(DEMO_ARGS)
 
 test: venv
 	$(SIMENV) $(PY) -m pytest -n $(JOBS) -m "not slow" tests

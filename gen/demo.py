@@ -2,13 +2,18 @@
 
 Steps, each reported on one line:
 
-1. elaborate every registered block (``hdl.TOPS``) for the default configuration
-   to ``build/demo/<block>.v``;
+1. elaborate the whole accelerator for the default configuration (the paper's:
+   16 CEs of 4x4 bf16 PEs, 16 banks) to ``build/demo/fetta.v``;
 2. check the golden model of the ATIS attention layer (``examples/atis_tt.json``)
    against an independent rebuild of the full weight;
-3. run a dense contraction (``examples/dense_small.json``, ``fp``) on the whole
-   accelerator in simulation (Verilator, the default configuration) and check it
-   against the emulator (bit and cycle exact) and the float64 golden model.
+3. run a dense contraction (``examples/dense_small.json``, ``fp``) on the RTL of the
+   accelerator in simulation and check it against the emulator (bit and cycle
+   exact) and the float64 golden model.
+
+Options: ``--sim icarus|verilator`` (default icarus) and ``--config F.toml`` for the
+simulated design (default ``configs/demo.toml``, 4 CEs: a Verilator build of the full
+default design takes far longer than a demo should; ``--config configs/default.toml
+--sim verilator`` runs it anyway).
 """
 
 from __future__ import annotations
@@ -22,20 +27,25 @@ import numpy as np
 OUT = Path("build/demo")
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    import argparse
+
     import hdl
-    from gen.config import FettaConfig
+    from gen.config import FettaConfig, load_config
+    from gen.errors import FettaError
     from sim.golden import read_npz
 
+    ap = argparse.ArgumentParser(prog="python -m gen.demo", description=__doc__.splitlines()[0])
+    ap.add_argument("--sim", default="icarus", choices=("icarus", "verilator"))
+    ap.add_argument("--config", default="configs/demo.toml", help="configuration of the simulated design")
+    args = ap.parse_args(argv)
+
     OUT.mkdir(parents=True, exist_ok=True)
-    config = FettaConfig()
-    for name in hdl.TOPS:
-        t0 = time.perf_counter()
-        text = hdl.to_verilog(name, config)
-        (OUT / f"{name}.v").write_text(text)
-        print(f"[verilog] {hdl.module_name(name):18s} {text.count(chr(10)):7d} lines  {time.perf_counter() - t0:6.1f} s")
-    if not hdl.TOPS:
-        print("[verilog] no hardware blocks registered yet")
+    t0 = time.perf_counter()
+    text = hdl.to_verilog(hdl.DEFAULT_TOP, FettaConfig())
+    (OUT / "fetta.v").write_text(text)
+    print(f"[verilog] {hdl.module_name(hdl.DEFAULT_TOP)} (default configuration, 256 MACs): "
+          f"{text.count(chr(10))} lines in {OUT / 'fetta.v'} ({time.perf_counter() - t0:.0f} s)")
 
     spec, arrays = read_npz(OUT / "atis_tt.npz")
     W = rebuild_weight(spec, arrays)
@@ -46,10 +56,14 @@ def main() -> int:
     if err > 1e-10:
         print("error: golden model disagrees with the rebuilt weight", file=sys.stderr)
         return 1
-    return run_on_accelerator(config)
+    try:
+        return run_on_accelerator(load_config(args.config), args.sim)
+    except FettaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
-def run_on_accelerator(config, sim: str = "verilator") -> int:
+def run_on_accelerator(config, sim: str = "icarus") -> int:
     """``Y = X @ W`` of a small dense layer on the RTL of the whole accelerator."""
     from gen.commands.run import execute
     from gen.gemm import plan_gemm

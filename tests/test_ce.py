@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Contraction engine: model vs RTL (Amaranth simulator, then cocotb on Icarus and Verilator), lint."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The compiler (gen/compiler.py): every format x phase on the emulator vs the float64 golden model,
 random specs (hypothesis), layouts, and the RTL replay (emulator == RTL bit and cycle exactly).
 

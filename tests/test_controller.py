@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The controller's decoder (Amaranth simulator) against :func:`gen.isa.check`: the same
 error code for random instructions, biased towards the boundaries of every check."""
 

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """hdl/fp.py against sim/bf16.py, bit for bit, in the Amaranth simulator.
 
 Each block sees >= 100,000 operand pairs (random bit patterns, nearby values

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Yosys synthesis statistics, SRAM macro accounting, Table III report and the ECP5 flow.
 
 The flow is checked on a small Amaranth design whose register and memory bits are

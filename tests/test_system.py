@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """System bench: the emitted Verilog of the whole accelerator against the emulator.
 
 One cocotb run executes a list of host jobs (write memories, push a program, start,
