@@ -143,7 +143,9 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
         cmd = [*nextpnr, dev, "--package", package, "--speed", speed, "--json", "design.json",
                "--report", "report.json", "--seed", str(seed), "--threads", "1", "--timing-allow-fail"]
         if mode == "in-context":
-            cmd += ["--lpf", str(lpf), "--lpf-allow-unconstrained"]
+            # a copy next to the design: the WebAssembly nextpnr only sees the paths its runtime mounts
+            (tdir / "constraints.lpf").write_text(lpf.read_text())
+            cmd += ["--lpf", "constraints.lpf", "--lpf-allow-unconstrained"]
         else:
             cmd += ["--out-of-context", "--freq", str(freq)]
         try:
