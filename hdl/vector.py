@@ -1,0 +1,209 @@
+"""The vector unit (FETTA V-A, VI-B): elementwise work on rows of the two memories.
+
+Each lane combines one bfloat16 element ``x`` of a unified-memory row with one
+FP32 element ``y`` of an accumulation-unit row and a bfloat16 scalar ``a`` taken
+from the instruction (:data:`gen.isa.Opcode.VEC`). The operations, per lane, with
+the reference op sequence of :mod:`sim.bf16` that the unit matches bit for bit
+(:func:`vec_ref`):
+
+=====  ======  ==========================================  =====================================
+code   name    result                                      reference (bf16 datatype)
+=====  ======  ==========================================  =====================================
+0      ADD     ``y + x``                                   ``f32_add(y, bf16_mul(x, 1.0))``
+1      AXPY    ``y + a * x`` (SGD: ``a = -lr``)            ``f32_add(y, bf16_mul(x, a))``
+2      SCALE   ``a * x``                                   ``bf16_mul(x, a)``
+3      RELU    ``max(y, +0)``                              ``ftz32(y)``; NaN stays (canonical),
+                                                           negative or zero -> ``+0``
+=====  ======  ==========================================  =====================================
+
+``x * 1.0`` is exactly the widened ``x`` (DAZ, canonical NaN), so ADD and AXPY
+share one multiplier and one adder. The narrow output is the result rounded to
+bfloat16 (RNE, :func:`sim.bf16.f32_to_bf16`), the write-back format of the unified
+memory.
+
+In the ``int16`` datatype the lanes are exact integers: ``x`` is a signed
+``int_width``-bit element, ``y`` a signed ``int_acc_width``-bit accumulator, ``a``
+the 16-bit scalar field read as a signed integer; ADD, AXPY and SCALE wrap to
+``int_acc_width`` bits, RELU is ``max(y, 0)``, and the narrow output keeps the low
+``int_width`` bits (as :class:`hdl.accum.Narrow`).
+
+Ports
+-----
+op : In(2)           operation code (table above), sampled with the operands
+scalar : In(16)      the scalar ``a`` (bfloat16 bits, or a signed 16-bit integer)
+valid : In(1)        the operands are valid this cycle
+x : In(lanes * elem_bits)   bfloat16 / integer elements, lane ``i`` at bits ``[i*eb, (i+1)*eb)``
+y : In(lanes * acc_bits)    FP32 / integer accumulators
+o : Out(lanes * acc_bits)   result (FP32 / integer)
+o_narrow : Out(lanes * elem_bits)  result rounded to bfloat16 (or its low ``int_width`` bits)
+o_valid : Out(1)
+
+Timing: one pipeline register (stage ``p1``) after the multiplier (:class:`hdl.fp.BF16Mul`
+and the ``y`` operand / operation code). ``o``, ``o_narrow`` and ``o_valid`` are
+combinational from that register (adder, RELU mux and the bfloat16 rounder), so
+they are valid **one cycle** after the operands; a new set of operands is accepted
+every cycle. The top (:class:`hdl.top.Fetta`) writes ``o`` into the memories at the
+end of that cycle, so the long path is ``p1`` -> FP32Add -> FP32ToBF16 -> memory,
+the same as the accumulation unit's ``AccumAdd`` -> ``Narrow`` path.
+"""
+
+import enum
+
+import numpy as np
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from gen.config import FettaConfig
+from gen.errors import ConfigError
+
+from .fp import F32_QNAN, BF16Mul, FP32Add, FP32ToBF16
+
+__all__ = ["VecOp", "VectorUnit", "vector_unit", "vec_ref", "vec_rows", "BF16_ONE"]
+
+#: bfloat16 1.0 (the multiplier operand of ADD)
+BF16_ONE = 0x3F80
+
+
+class VecOp(enum.IntEnum):
+    """The ``mode`` field of a ``VEC`` instruction."""
+
+    ADD = 0
+    AXPY = 1
+    SCALE = 2
+    RELU = 3
+
+
+def vec_rows(config: FettaConfig) -> int:
+    """Rows a ``VEC`` instruction processes per cycle: ``min(vector_lanes / lanes, banks)``.
+
+    Raises :class:`ConfigError` (field ``vector_lanes``) unless ``vector_lanes`` is a
+    multiple of ``lanes`` whose quotient is a power of two (rows of one chunk must map
+    to distinct banks with one stride)."""
+    q, r = divmod(config.vector_lanes, config.lanes)
+    if r or q < 1 or q & (q - 1):
+        raise ConfigError(f"must be lanes ({config.lanes}) times a power of two, got {config.vector_lanes}",
+                          field="vector_lanes")
+    return min(q, config.banks)
+
+
+class VectorUnit(wiring.Component):
+    def __init__(self, config: FettaConfig, *, lanes: int | None = None):
+        if not isinstance(config, FettaConfig):
+            raise TypeError(f"config must be a FettaConfig, got {type(config).__name__}")
+        lanes = config.vector_lanes if lanes is None else lanes
+        if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 1:
+            raise ConfigError(f"must be a positive integer, got {lanes!r}", field="vector_lanes")
+        self._cfg = config
+        self.lanes = lanes
+        super().__init__({
+            "op": In(2), "scalar": In(16), "valid": In(1),
+            "x": In(lanes * config.elem_bits), "y": In(lanes * config.acc_bits),
+            "o": Out(lanes * config.acc_bits), "o_narrow": Out(lanes * config.elem_bits), "o_valid": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._cfg
+        EB, AB = cfg.elem_bits, cfg.acc_bits
+        is_float = cfg.datatype == "bf16"
+        p1_op = Signal(2, name="p1_op")
+        p1_valid = Signal(name="p1_valid")
+        m.d.sync += [p1_op.eq(self.op), p1_valid.eq(self.valid)]
+        m.d.comb += self.o_valid.eq(p1_valid)
+        # ADD multiplies by one so that ADD and AXPY share the datapath
+        mul_b = Signal(16, name="mul_b")
+        m.d.comb += mul_b.eq(Mux(self.op == VecOp.ADD, BF16_ONE if is_float else 1, self.scalar))
+        for i in range(self.lanes):
+            x = self.x[i * EB:(i + 1) * EB]
+            y = self.y[i * AB:(i + 1) * AB]
+            o = self.o[i * AB:(i + 1) * AB]
+            on = self.o_narrow[i * EB:(i + 1) * EB]
+            p1_prod = Signal(AB, name=f"p1_prod{i}")
+            p1_y = Signal(AB, name=f"p1_y{i}")
+            m.d.sync += p1_y.eq(y)
+            res = Signal(AB, name=f"res{i}")
+            if is_float:
+                m.submodules[f"mul{i}"] = mul = BF16Mul()
+                m.d.comb += [mul.a.eq(x), mul.b.eq(mul_b)]
+                m.d.sync += p1_prod.eq(mul.o)
+                m.submodules[f"add{i}"] = add = FP32Add()
+                m.d.comb += [add.a.eq(p1_y), add.b.eq(p1_prod)]
+                ye, yf = p1_y[23:31], p1_y[0:23]
+                y_nan = (ye == 0xFF) & (yf != 0)
+                # DAZ: a zero exponent is a zero, so only normal positive values (and +inf) pass
+                y_pos = ~p1_y[31] & (ye != 0)
+                relu = Mux(y_nan, F32_QNAN, Mux(y_pos, p1_y, 0))
+                m.submodules[f"cvt{i}"] = cvt = FP32ToBF16()
+                m.d.comb += [cvt.a.eq(res), on.eq(cvt.o)]
+                sum_ = add.o
+            else:
+                # the assignment sign-extends (or wraps) the signed product to acc_bits
+                prod = Signal(signed(EB + 16), name=f"prod{i}")
+                m.d.comb += prod.eq(x.as_signed() * mul_b.as_signed())
+                m.d.sync += p1_prod.eq(prod)
+                sum_ = (p1_y + p1_prod)[:AB]
+                relu = Mux(p1_y[AB - 1], 0, p1_y)
+                m.d.comb += on.eq(res[:EB])
+            with m.Switch(p1_op):
+                with m.Case(VecOp.ADD, VecOp.AXPY):
+                    m.d.comb += res.eq(sum_)
+                with m.Case(VecOp.SCALE):
+                    m.d.comb += res.eq(p1_prod)
+                with m.Case(VecOp.RELU):
+                    m.d.comb += res.eq(relu)
+            m.d.comb += o.eq(res)
+        return m
+
+
+def vector_unit(config: FettaConfig) -> VectorUnit:
+    """Factory for :data:`hdl.TOPS` (``vector_unit``): ``config.vector_lanes`` lanes."""
+    return VectorUnit(config)
+
+
+def vec_ref(config: FettaConfig, op: int, scalar: int, x_bits, y_bits):
+    """Reference of one operation on bit patterns (numpy arrays of equal shape).
+
+    Returns ``(o_bits, narrow_bits)`` as ``uint64`` arrays: FP32 / ``acc_bits`` integer
+    results and their bfloat16 / ``int_width`` narrowing."""
+    from sim import bf16 as fp
+
+    x_bits = np.asarray(x_bits, np.uint64)
+    y_bits = np.asarray(y_bits, np.uint64)
+    if config.datatype == "bf16":
+        x = fp.bf16_from_bits(x_bits.astype(np.uint16))
+        y = fp.f32_from_bits(y_bits.astype(np.uint32))
+        a = fp.bf16_from_bits(np.full(x.shape, BF16_ONE if op == VecOp.ADD else scalar, np.uint16))
+        if op in (VecOp.ADD, VecOp.AXPY):
+            o = fp.f32_add(y, fp.bf16_mul(x, a))
+        elif op == VecOp.SCALE:
+            o = fp.bf16_mul(x, a)
+        elif op == VecOp.RELU:
+            yf = fp.ftz32(y)
+            with np.errstate(invalid="ignore"):
+                o = np.where(np.isnan(yf), yf, np.where(yf > 0, yf, np.float32(0))).astype(np.float32)
+        else:
+            raise ValueError(f"unknown vector op {op}")
+        ob = fp.f32_bits(o).astype(np.uint64)
+        nb = fp.bf16_bits(fp.f32_to_bf16(o)).astype(np.uint64)
+        return ob, nb
+    EB, AB = config.elem_bits, config.acc_bits
+
+    def signed(v, w):
+        v = v.astype(object) & ((1 << w) - 1)
+        return np.where(v >= (1 << (w - 1)), v - (1 << w), v)
+
+    x = signed(x_bits, EB)
+    y = signed(y_bits, AB)
+    a = 1 if op == VecOp.ADD else (scalar - (1 << 16) if scalar & 0x8000 else scalar)
+    if op in (VecOp.ADD, VecOp.AXPY):
+        o = y + a * x
+    elif op == VecOp.SCALE:
+        o = a * x + 0 * y
+    elif op == VecOp.RELU:
+        o = np.where(y > 0, y, 0)
+    else:
+        raise ValueError(f"unknown vector op {op}")
+    ob = np.vectorize(lambda v: int(v) & ((1 << AB) - 1), otypes=[object])(o).astype(np.uint64)
+    nb = ob & np.uint64((1 << EB) - 1)
+    return ob, nb
