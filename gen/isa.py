@@ -10,7 +10,8 @@ Opcodes
 -------
 ``NOP``, ``SYNC`` (wait for the datapath to drain), ``HALT``, ``GEMM`` (one tiled
 contraction), ``LOAD`` (unified memory -> accumulation unit, widened) and
-``STORE`` (accumulation unit -> unified memory, rounded to bfloat16 RNE).
+``STORE`` (accumulation unit -> unified memory, rounded to bfloat16 RNE) and
+``VEC`` (elementwise ADD / AXPY / SCALE / RELU on the vector unit, :mod:`hdl.vector`).
 
 GEMM (output-stationary dataflow ``OS``): the active CEs form a grid
 ``gm x gn x gk`` (``c = (im * gn + in_) * gk + ik``); for every tile ``(l1, l0)``
@@ -53,6 +54,8 @@ class Opcode(enum.IntEnum):
     GEMM = 3
     LOAD = 4
     STORE = 5
+    #: elementwise vector operation (``hdl.vector.VecOp`` in ``mode``), see :func:`vec`
+    VEC = 6
 
 
 class Dataflow(enum.IntEnum):
@@ -133,6 +136,8 @@ _FIELDS.append(("w_base", ADDR_BITS))
 # network control words (section V-D): distribution sel_vec of the IA and IB networks,
 # reduction mode_vec (gen.routing port_value() packing); 0 = computed by gemm()
 _FIELDS += [("a_sel", NET_WORD_BITS), ("b_sel", NET_WORD_BITS), ("red_mode", NET_WORD_BITS)]
+# VEC: the scalar operand ``a`` (bfloat16 bits, or a signed 16-bit integer in the int datatype)
+_FIELDS.append(("scalar", 16))
 # LOAD / STORE reuse: src = a_base / a_sk (stride per row), dst = o_base / o_sk, count = K chunks
 LAYOUT: dict[str, tuple[int, int]] = {}
 _pos = 0
@@ -185,6 +190,7 @@ class Instr:
     a_sel: int = 0
     b_sel: int = 0
     red_mode: int = 0
+    scalar: int = 0
 
     def __post_init__(self) -> None:
         for name, (_, bits) in LAYOUT.items():
@@ -306,6 +312,21 @@ def store(*, src: int, dst: int, chunks: int, src_stride: int = 1, dst_stride: i
     return Instr(opcode=Opcode.STORE, K=chunks, o_base=src, o_sk=src_stride, a_base=dst, a_sk=dst_stride)
 
 
+#: VEC operation codes (the ``mode`` field; :class:`hdl.vector.VecOp` has the same values)
+VEC_OPS = {"add": 0, "axpy": 1, "scale": 2, "relu": 3}
+
+
+def vec(*, op: str | int, chunks: int, x: int = 0, y: int = 0, x_stride: int = 1, y_stride: int = 1,
+        scalar: int = 0, wb: bool = False, w_base: int = 0) -> Instr:
+    """``chunks * vec_rows`` rows: row ``i`` combines unified ``x + i*x_stride`` (bfloat16) with
+    accumulation ``y + i*y_stride`` (FP32) and writes the result to that accumulation row (and,
+    with ``wb``, rounded to bfloat16, to unified ``w_base + i*y_stride``). ``scalar`` is the
+    bfloat16 bit pattern of ``a`` (AXPY, SCALE). See ``docs/isa.md``."""
+    code = VEC_OPS[op] if isinstance(op, str) else int(op)
+    return Instr(opcode=Opcode.VEC, mode=code, K=chunks, a_base=x, a_sk=x_stride, o_base=y, o_sk=y_stride,
+                 scalar=scalar, flags=int(Flag.WB) if wb else 0, w_base=w_base)
+
+
 def assemble(program: Iterable[Instr]) -> list[int]:
     return [i.encode() for i in program]
 
@@ -324,6 +345,8 @@ class Geometry:
     accum_rows: int
     imem_depth: int
     ports: int = 16
+    #: rows one VEC instruction processes per cycle (0: ``vector_lanes`` unusable, VEC is BAD_SHAPE)
+    vec_rows: int = 0
 
     @classmethod
     def of(cls, config: FettaConfig) -> "Geometry":
@@ -331,7 +354,16 @@ class Geometry:
         return cls(banks=config.banks, lanes=config.lanes, ces=config.num_ces, ce_rows=config.ce_rows,
                    ce_cols=config.ce_cols, unified_half_rows=half * config.banks,
                    accum_rows=config.accum_rows_per_bank * config.banks, imem_depth=config.imem_depth,
-                   ports=config.net_ports)
+                   ports=config.net_ports, vec_rows=vector_rows(config))
+
+
+def vector_rows(config: FettaConfig) -> int:
+    """``min(vector_lanes / lanes, banks)`` rows per VEC cycle; 0 unless ``vector_lanes`` is
+    ``lanes`` times a power of two (``hdl.vector.vec_rows`` raises ConfigError then)."""
+    q, r = divmod(config.vector_lanes, config.lanes)
+    if r or q < 1 or q & (q - 1):
+        return 0
+    return min(q, config.banks)
 
 
 def ce_offsets(ins: Instr, op: str) -> list[int]:
@@ -467,6 +499,8 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
         if not route_ok(ins, geo):
             return ErrorCode.ROUTE
         return ErrorCode.NONE
+    if op == Opcode.VEC:
+        return _check_vec(ins, geo)
     # LOAD / STORE: chunk c moves rows c*banks + j, j = 0..banks-1, in one cycle
     if ins.K == 0:
         return ErrorCode.BAD_SHAPE
@@ -484,6 +518,40 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
     return ErrorCode.NONE
 
 
+def _check_vec(ins: Instr, geo: Geometry) -> ErrorCode:
+    """VEC: chunk ``c`` reads unified rows ``a_base + i*a_sk`` and accumulation rows
+    ``o_base + i*o_sk`` (``i = c*V + j``, ``j < V = vec_rows``) in one cycle and writes the
+    accumulation rows (and with WB unified ``w_base + i*o_sk``) two cycles later.
+
+    Read-after-write hazards are refused as ``BANK_CONFLICT`` (as GEMM's ``o_sk = 0``):
+    repeated accumulation rows (``o_sk = 0`` with more than one row), and with WB a
+    unified write range that overlaps the read range unless it is the same rows
+    (``w_base == a_base`` and ``o_sk == a_sk``: each row is read before it is written)."""
+    V = geo.vec_rows
+    if ins.mode > 3 or ins.K == 0 or V == 0:
+        return ErrorCode.BAD_SHAPE
+    rows = ins.K * V
+    umax = ins.a_base + (rows - 1) * ins.a_sk
+    amax = ins.o_base + (rows - 1) * ins.o_sk
+    wmax = ins.w_base + (rows - 1) * ins.o_sk
+    wb = bool(ins.flags & Flag.WB)
+    if umax >= geo.unified_half_rows:
+        return ErrorCode.UNIFIED_RANGE
+    if amax >= geo.accum_rows:
+        return ErrorCode.ACCUM_RANGE
+    if wb and wmax >= geo.unified_half_rows:
+        return ErrorCode.UNIFIED_RANGE
+    if _conflict([j * ins.a_sk for j in range(V)], geo.banks) or \
+            _conflict([j * ins.o_sk for j in range(V)], geo.banks, writes=True):
+        return ErrorCode.BANK_CONFLICT
+    if rows > 1 and ins.o_sk == 0:
+        return ErrorCode.BANK_CONFLICT
+    if wb and not (ins.w_base == ins.a_base and ins.o_sk == ins.a_sk) and ins.w_base <= umax \
+            and ins.a_base <= wmax:
+        return ErrorCode.BANK_CONFLICT
+    return ErrorCode.NONE
+
+
 # --- timing (the controller's FSM; the emulator counts with the same rules) ----------
 #: cycles every instruction spends in FETCH, DECODE and CHECK before it executes
 OVERHEAD = 3
@@ -492,6 +560,8 @@ OVERHEAD = 3
 GEMM_TAIL = 4
 #: LOAD/STORE: pipeline latency after the last chunk is issued
 MOVE_TAIL = 1
+#: VEC: memory read (1) + multiplier register (1) after the last chunk is issued
+VEC_TAIL = 2
 
 
 def tile_period(ins: Instr, geo: Geometry) -> int:
@@ -526,6 +596,8 @@ def exec_cycles(ins: Instr, geo: Geometry) -> int:
         return (tiles - 1) * tile_period(ins, geo) + last_issue(ins, geo) + 1 + gemm_latency(geo)
     if op in (Opcode.LOAD, Opcode.STORE):
         return ins.K + MOVE_TAIL
+    if op == Opcode.VEC:
+        return ins.K + VEC_TAIL
     return 0
 
 
@@ -535,7 +607,7 @@ def gemm_macs(ins: Instr, geo: Geometry) -> int:
 
 
 __all__ = ["INSTR_BITS", "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "Instr", "IsaError", "decode",
-           "nop", "halt", "sync", "gemm", "with_routes", "route_ok", "stationary", "horizontal", "CE_MODE",
+           "nop", "halt", "sync", "gemm", "vec", "VEC_OPS", "VEC_TAIL", "vector_rows", "with_routes", "route_ok", "stationary", "horizontal", "CE_MODE",
            "out_rows", "loads", "vec_delay", "last_issue", "gemm_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check", "ce_offsets",
            "group_offsets", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles", "gemm_macs",
            "replace", "field"]

@@ -16,6 +16,7 @@ TOPS: dict[str, str] = {
     "dist_net": "hdl.dist_net:dist_net",
     "red_net": "hdl.red_net:red_net",
     "fetta": "hdl.top:build",
+    "vector_unit": "hdl.vector:vector_unit",
 }
 
 #: the block ``fetta verilog`` emits without ``--top``

@@ -202,6 +202,30 @@ class Decoder(wiring.Component):
         m.d.comb += [u_conf.eq(u_even & (is_store | (f["a_sk"] != 0))),
                      c_conf.eq(c_even & (~is_store | (f["o_sk"] != 0)))]
 
+        # VEC (gen.isa._check_vec): rows = K * V, V = vec_rows rows per cycle
+        V = geo.vec_rows
+        lv = max(V, 1).bit_length() - 1
+        v_rows_m1 = Signal(24, name="vec_rows_m1")
+        m.d.comb += v_rows_m1.eq((f["K"] << lv) - 1)
+        v_umax = Signal(OFF_BITS + 8, name="vec_u_max")
+        v_amax = Signal(OFF_BITS + 8, name="vec_acc_max")
+        v_wmax = Signal(OFF_BITS + 8, name="vec_w_max")
+        m.d.comb += [v_umax.eq(f["a_base"] + v_rows_m1 * f["a_sk"]), v_amax.eq(f["o_base"] + v_rows_m1 * f["o_sk"]),
+                     v_wmax.eq(f["w_base"] + v_rows_m1 * f["o_sk"])]
+
+        def v_conf(s_, writes):
+            # j * s (j < V, V | banks) hits V distinct banks iff s mod 2**(lb - lv + 1) != 0
+            if lv == 0:
+                return Const(0)
+            hit = s_[:lb - lv + 1] == 0
+            return hit if writes else hit & (s_ != 0)
+
+        v_wb = f["flags"][1]
+        v_hazard = Signal(name="vec_hazard")
+        m.d.comb += v_hazard.eq((((f["K"] << lv) > 1) & (f["o_sk"] == 0))
+                                | (v_wb & ~((f["w_base"] == f["a_base"]) & (f["o_sk"] == f["a_sk"]))
+                                   & (f["w_base"] <= v_umax) & (f["a_base"] <= v_wmax)))
+
         err = self.error
         with m.If(self.pc_overflow):
             m.d.comb += err.eq(ErrorCode.PC_OVERFLOW)
@@ -222,6 +246,17 @@ class Decoder(wiring.Component):
                 m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
             with m.Elif(~route_good):
                 m.d.comb += err.eq(ErrorCode.ROUTE)
+        with m.Elif(f["opcode"] == Opcode.VEC):
+            with m.If((f["mode"] > 3) | (f["K"] == 0) | Const(int(V == 0), 1)):
+                m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
+            with m.Elif(v_umax >= HALF):
+                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+            with m.Elif(v_amax >= ACC):
+                m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
+            with m.Elif(v_wb & (v_wmax >= HALF)):
+                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+            with m.Elif(v_conf(f["a_sk"], False) | v_conf(f["o_sk"], True) | v_hazard):
+                m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
         with m.Elif((f["opcode"] == Opcode.LOAD) | is_store):
             with m.If(f["K"] == 0):
                 m.d.comb += err.eq(ErrorCode.BAD_SHAPE)

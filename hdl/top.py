@@ -49,6 +49,7 @@ from .accum import AccumAdd, Narrow, Widen
 from .controller import Decoder
 from .memory import AccumMemory, UnifiedMemory, check_memory_config
 from .tcu import TCU
+from .vector import VectorUnit, vec_rows
 
 ADDR = 24
 
@@ -59,6 +60,7 @@ class Fetta(wiring.Component):
 
         check_config(config)
         check_memory_config(config)
+        vec_rows(config)
         self._cfg = config
         self._geo = Geometry.of(config)
         AW = config.lanes * config.acc_bits
@@ -215,6 +217,39 @@ class Fetta(wiring.Component):
         for j in range(B):
             m.d.sync += [mu_q[j].eq(mu[j]), ma_q[j].eq(ma[j])]
 
+        # --- VEC side: V rows per cycle (hdl.vector); read (v0) -> multiply (v1) -> write (v2)
+        V = geo.vec_rows
+        lv = V.bit_length() - 1
+        vecing = Signal(name="vecing")
+        vcnt = Signal(16, name="vcnt")
+        vu_base = Signal(ADDR, name="vu_base")
+        va_base = Signal(ADDR, name="va_base")
+        vu = [Signal(ADDR, name=f"vu{j}") for j in range(V)]
+        va = [Signal(ADDR, name=f"va{j}") for j in range(V)]
+        for j in range(V):
+            m.d.comb += [vu[j].eq(vu_base + j * F["a_sk"]), va[j].eq(va_base + j * F["o_sk"])]
+        v1, v1_last, v2, v2_last = (Signal(name=n) for n in ("v1", "v1_last", "v2", "v2_last"))
+        vu_q = [Signal(ADDR, name=f"vu_q{j}") for j in range(V)]
+        va_q = [Signal(ADDR, name=f"va_q{j}") for j in range(V)]
+        va_q2 = [Signal(ADDR, name=f"va_q2_{j}") for j in range(V)]
+        m.d.sync += [v1.eq(vecing), v1_last.eq(vecing & (vcnt == K - 1)), v2.eq(v1), v2_last.eq(v1_last)]
+        for j in range(V):
+            m.d.sync += [vu_q[j].eq(vu[j]), va_q[j].eq(va[j]), va_q2[j].eq(va_q[j])]
+        m.submodules.vector = vu_unit = VectorUnit(cfg, lanes=V * L)
+        m.d.comb += [vu_unit.op.eq(F["mode"][:2]), vu_unit.scalar.eq(F["scalar"]), vu_unit.valid.eq(v1)]
+        for j in range(V):
+            vx = Signal(RW, name=f"vec_x{j}")
+            vy = Signal(AW, name=f"vec_y{j}")
+            with m.Switch(bank(vu_q[j])):
+                for b in range(B):
+                    with m.Case(b):
+                        m.d.comb += vx.eq(umem.ia_data[b])
+            with m.Switch(bank(va_q[j])):
+                for b in range(B):
+                    with m.Case(b):
+                        m.d.comb += vy.eq(acc_rd[b])
+            m.d.comb += [vu_unit.x[j * RW:(j + 1) * RW].eq(vx), vu_unit.y[j * AW:(j + 1) * AW].eq(vy)]
+
         # unified IA/IB read addresses per bank: the first CE (or move row) naming the bank
         for b in range(B):
             ia_sel = Signal(ADDR, name=f"ia_sel{b}")
@@ -228,6 +263,10 @@ class Fetta(wiring.Component):
                 for j in reversed(range(B)):
                     with m.If(bank(mu[j]) == b):
                         m.d.comb += ia_sel.eq(mu[j])
+            with m.If(vecing):
+                for j in reversed(range(V)):
+                    with m.If(bank(vu[j]) == b):
+                        m.d.comb += ia_sel.eq(vu[j])
             m.d.comb += [umem.ia_addr[b].eq(index(ia_sel)), umem.ib_addr[b].eq(index(ib_sel))]
 
         # --- reduction output -> accumulation ----------------------------------------
@@ -275,6 +314,10 @@ class Fetta(wiring.Component):
                 for j in reversed(range(B)):
                     with m.If(bank(ma[j]) == b):
                         m.d.comb += r_sel.eq(ma[j])
+            with m.Elif(vecing):
+                for j in reversed(range(V)):
+                    with m.If(bank(va[j]) == b):
+                        m.d.comb += r_sel.eq(va[j])
             with m.Else():
                 m.d.comb += r_sel.eq(self.host_addr[:ADDR])
             m.d.comb += amem.r_addr[b].eq(index(r_sel))
@@ -326,6 +369,11 @@ class Fetta(wiring.Component):
                     with m.If(bank(ma_q[j]) == b):
                         m.d.comb += [amem.w_en[b].eq(1), amem.w_addr[b].eq(index(ma_q[j])),
                                      amem.w_data[b].eq(mv_widen[j])]
+            with m.Elif(v2):
+                for j in reversed(range(V)):
+                    with m.If(bank(va_q2[j]) == b):
+                        m.d.comb += [amem.w_en[b].eq(1), amem.w_addr[b].eq(index(va_q2[j])),
+                                     amem.w_data[b].eq(vu_unit.o[j * AW:(j + 1) * AW])]
             with m.Elif(host_acc_we & (bank(self.host_addr) == b)):
                 m.d.comb += [amem.w_en[b].eq(1), amem.w_addr[b].eq(index(self.host_addr)),
                              amem.w_data[b].eq(self.host_wdata)]
@@ -341,6 +389,13 @@ class Fetta(wiring.Component):
                     with m.If(bank(mu_q[j]) == b):
                         m.d.comb += [umem.w_en[b].eq(1), umem.w_addr[b].eq(index(mu_q[j])),
                                      umem.w_data[b].eq(mv_narrow[j])]
+            with m.Elif(v2 & wb_flag):
+                for j in reversed(range(V)):
+                    vw = Signal(ADDR, name=f"vec_w_addr{j}_{b}")
+                    m.d.comb += vw.eq(F["w_base"] + va_q2[j] - F["o_base"])
+                    with m.If(bank(vw) == b):
+                        m.d.comb += [umem.w_en[b].eq(1), umem.w_addr[b].eq(index(vw)),
+                                     umem.w_data[b].eq(vu_unit.o_narrow[j * RW:(j + 1) * RW])]
 
         # --- the FSM ------------------------------------------------------------------
         m.d.comb += [im_r.addr.eq(pc)]
@@ -382,6 +437,9 @@ class Fetta(wiring.Component):
                 with m.Elif((op == Opcode.LOAD) | (op == Opcode.STORE)):
                     m.d.sync += [moving.eq(1), mcnt.eq(0), mu_base.eq(F["a_base"]), ma_base.eq(F["o_base"])]
                     m.next = "MOVE"
+                with m.Elif(op == Opcode.VEC):
+                    m.d.sync += [vecing.eq(1), vcnt.eq(0), vu_base.eq(F["a_base"]), va_base.eq(F["o_base"])]
+                    m.next = "VEC"
                 with m.Else():
                     m.d.sync += pc.eq(pc + 1)
                     m.next = "FETCH"
@@ -415,6 +473,15 @@ class Fetta(wiring.Component):
                     with m.If(mcnt == K - 1):
                         m.d.sync += moving.eq(0)
                 with m.If(mv_last):
+                    m.d.sync += pc.eq(pc + 1)
+                    m.next = "FETCH"
+            with m.State("VEC"):
+                with m.If(vecing):
+                    m.d.sync += [vcnt.eq(vcnt + 1), vu_base.eq(vu_base + (F["a_sk"] << lv)),
+                                 va_base.eq(va_base + (F["o_sk"] << lv))]
+                    with m.If(vcnt == K - 1):
+                        m.d.sync += vecing.eq(0)
+                with m.If(v2_last):
                     m.d.sync += pc.eq(pc + 1)
                     m.next = "FETCH"
         return m

@@ -80,11 +80,13 @@ def vec_rows(config: FettaConfig) -> int:
     Raises :class:`ConfigError` (field ``vector_lanes``) unless ``vector_lanes`` is a
     multiple of ``lanes`` whose quotient is a power of two (rows of one chunk must map
     to distinct banks with one stride)."""
-    q, r = divmod(config.vector_lanes, config.lanes)
-    if r or q < 1 or q & (q - 1):
+    from gen.isa import vector_rows
+
+    rows = vector_rows(config)
+    if rows == 0:
         raise ConfigError(f"must be lanes ({config.lanes}) times a power of two, got {config.vector_lanes}",
                           field="vector_lanes")
-    return min(q, config.banks)
+    return rows
 
 
 class VectorUnit(wiring.Component):

@@ -119,6 +119,8 @@ class Emulator:
                 self._load(ins, half)
             elif ins.opcode == Opcode.STORE:
                 self._store(ins, half)
+            elif ins.opcode == Opcode.VEC:
+                self._vec(ins, half)
             cycles += exec_cycles(ins, self.geo)
             pc += 1
 
@@ -218,6 +220,20 @@ class Emulator:
         for c in range(ins.K):
             sl = slice(c * self.geo.banks, (c + 1) * self.geo.banks)
             self.unified[half][u[sl]] = self._narrow(self.accum[a[sl]])
+
+    def _vec(self, ins: Instr, half: int) -> None:
+        """VEC: chunk by chunk (``vec_rows`` rows each), per lane :func:`hdl.vector.vec_ref`."""
+        from hdl.vector import vec_ref
+
+        V = self.geo.vec_rows
+        wb = bool(ins.flags & Flag.WB)
+        for c in range(ins.K):
+            i = np.arange(c * V, (c + 1) * V)
+            u, a, w = ins.a_base + i * ins.a_sk, ins.o_base + i * ins.o_sk, ins.w_base + i * ins.o_sk
+            o, nar = vec_ref(self.config, ins.mode, ins.scalar, self.unified[half][u], self.accum[a])
+            self.accum[a] = o
+            if wb:
+                self.unified[half][w] = nar
 
 
 def _signed(bits: np.ndarray, width: int) -> np.ndarray:

@@ -20,7 +20,7 @@ import pytest
 
 from gen.config import FettaConfig
 from gen.gemm import plan_gemm
-from gen.isa import Instr, halt, load, nop, store, sync
+from gen.isa import Instr, halt, load, nop, store, sync, vec
 from gen.isa import gemm as _gemm
 from sim import bf16 as fp
 from sim.benches.system_bench import plan_jobs, run_jobs_rtl
@@ -84,6 +84,8 @@ def build_jobs(config, seed):
                      o=(0, 2, 0 if md != 5 else 10, 0, 0, 1), acc_l0=md != 5, wb=True, w_base=150), halt()]
         jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 100))], "prog": [i.encode() for i in prog],
                      "ureads": [(0, 150, 24)], "areads": [(0, 24)]})
+    # VEC: every operation, WB (in place and elsewhere), strided rows, special values
+    jobs.append(vec_job(config, emu, rng))
     # error paths: the faulting instruction and everything after it leave no trace
     good = gemm(K=3, a=(0, 1), b=(8, 1), o=(0, 1), wb=True, w_base=100)
     bads = [Instr(opcode=13),
@@ -93,7 +95,9 @@ def build_jobs(config, seed):
             store(src=0, dst=0, chunks=2, dst_stride=2),                                   # bank conflict
             load(src=0, dst=emu.geo.accum_rows - 4, chunks=2),                              # accumulation range
             gemm(K=1, grid=(1, 1, 2), a=(0, 1, 0, 0, 0, 0, 1), b=(8, 2, 0, 0, 0, 0, 1), o=(0, 1)),  # route (carry)
-            gemm(K=1, grid=(2, 2, 2))]                                                      # 8 CEs > 4
+            gemm(K=1, grid=(2, 2, 2)),                                                      # 8 CEs > 4
+            vec(op="add", x=0, y=0, chunks=2, wb=True, w_base=4),                           # VEC WB hazard
+            Instr(opcode=6, mode=5)]                                                        # VEC bad op
     for bad in bads:
         jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 24))],
                      "prog": [good.encode(), bad.encode(), gemm(K=1, o=(40, 1), wb=True, w_base=120).encode(),
@@ -102,6 +106,32 @@ def build_jobs(config, seed):
     # no HALT: the pc runs off the instruction memory
     jobs.append({"prog": [nop().encode()] * config.imem_depth, "half": 0})
     return jobs
+
+
+SPECIAL16 = [0x0000, 0x8000, 0x0001, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7F7F, 0xFF7F, 0x0080]
+SPECIAL32 = [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F7FFFFF,
+             0xFF7FFFFF, 0x00800000]
+
+
+def vec_job(config, emu, rng):
+    """A program of VEC instructions (ADD, AXPY with WB, SCALE, RELU with WB, in-place AXPY+WB,
+    strided ADD) on random rows sprinkled with special values."""
+    bf = lambda v: int(fp.bf16_bits(fp.f32_to_bf16(np.float32(v))))   # noqa: E731
+    x = random_rows(emu, rng, 80)
+    y = fp.f32_bits(rng.standard_normal((100, config.lanes)).astype(np.float32)).astype(np.uint64)
+    mask = rng.random(x.shape) < 0.2
+    x[mask] = rng.choice(SPECIAL16, mask.sum())
+    mask = rng.random(y.shape) < 0.2
+    y[mask] = rng.choice(SPECIAL32, mask.sum())
+    prog = [vec(op="add", x=0, y=0, chunks=2),
+            vec(op="axpy", x=8, y=8, chunks=2, scalar=bf(-0.01), wb=True, w_base=100),
+            vec(op="scale", x=16, y=16, chunks=1, scalar=bf(3.0)),
+            vec(op="relu", x=0, y=20, chunks=2, wb=True, w_base=120),
+            vec(op="axpy", x=40, y=40, chunks=2, scalar=0xFF80, wb=True, w_base=40),
+            vec(op="add", x=50, y=60, chunks=2, x_stride=3, y_stride=5),
+            halt()]
+    return {"uwrites": [(0, 0, x)], "awrites": [(0, y)], "prog": [i.encode() for i in prog],
+            "ureads": [(0, 0, 140)], "areads": [(0, 100)]}
 
 
 def compare(rtl, emu, njobs):
