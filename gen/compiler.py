@@ -307,6 +307,9 @@ class Program:
     dram_bytes: int = 0
     onchip_bytes: int = 0
     padded_macs: int = 0
+    #: steps split into pieces (``Compiler._chunked``) and host slices written for them
+    chunked_steps: int = 0
+    chunk_slices: int = 0
     paths: dict[str, list[list[int]]] = field(default_factory=dict)
     reused: dict[str, list[str]] = field(default_factory=dict)
     #: host-store inputs: npz key -> modes
@@ -342,7 +345,7 @@ class Compiler:
         self.sizes: dict[str, int] = {}
         self.steps: list[StepRecord] = []
         self.stats = dict(relayouts=0, relayout_bytes=0, relayout_cycles=0, dram_bytes=0, onchip_bytes=0,
-                          padded_macs=0, macs=0)
+                          padded_macs=0, macs=0, chunked_steps=0, chunk_slices=0)
         self.half = 1
         self.top = 0
         self.onchip: dict[str, _Tensor] = {}
@@ -435,13 +438,103 @@ class Compiler:
                         best = cand
         _, X, Y, alpha, beta = best
         for attempt in range(2):
+            mark = (len(self.runs), len(self.cur.writes), self.stats["dram_bytes"], self.top, set(self.onchip))
             try:
                 return self._emit(label, s_idx, X, Y, alpha, beta, keep, out_name, next_info, final)
-            except _NoRoom:
+            except (_NoRoom, _NoAccum):
+                self._rollback(mark)
                 if attempt:
-                    raise CompileError(f"step {s_idx} of {label} does not fit one unified half even alone "
-                                       f"(chunking of oversized steps is not implemented)", field="unified_kb")
+                    return self._chunked(label, s_idx, A, B, keep, out_name, final)
                 self._close_segment()
+
+    def _rollback(self, mark) -> None:
+        """Drop the host writes of a failed attempt (they are neither executed nor counted)."""
+        nruns, nwrites, dram, top, names = mark
+        for name in set(self.onchip) - names:     # placed by the failed attempt: never written
+            self.onchip.pop(name).addr = None
+        if len(self.runs) == nruns and self.cur is self.runs[-1]:
+            del self.cur.writes[nwrites:]
+            self.stats["dram_bytes"] = dram
+            self.top = top
+
+    # --- chunking of oversized steps --------------------------------------------------
+    def _est_rows(self, modes: Sequence[str], sizes: Mapping[str, int]) -> int:
+        """Rows of a tensor, every mode padded to ``lanes`` where it could be the lane (upper bound)."""
+        ms = [m for m in modes if not m.startswith("_")]
+        if not ms:
+            return 1
+        return max(math.prod(sizes[x] for x in ms if x != lane) * -(-sizes[lane] // self.L) for lane in ms) + \
+            math.prod(sizes[x] for x in ms) // self.L   # slack for padding of a second (A-lane) mode
+
+    def _chunked(self, label, s_idx, A: _Tensor, B: _Tensor, keep: set[str], out_name: str, final: bool):
+        """Split a step that does not fit one half (or the accumulation unit) over a free mode of its result.
+
+        Mode ``m`` (kept by the step) is cut into ``c`` pieces ``m@lo`` (host slices of every operand
+        holding ``m``; the others are written again for every piece); each piece is an ordinary step
+        (itself chunked again if it still does not fit), its result is read back, and the host
+        concatenates the pieces along ``m``. Every piece therefore moves its operands and result
+        through the DRAM model (counted in ``dram_bytes``).
+        """
+        sizes = self.sizes
+        out_modes = [m for m in dict.fromkeys(A.modes + B.modes) if m in keep and not m.startswith("_")]
+        budget = int(self.geo.unified_half_rows * 0.9)
+        arows = lambda t, ms, sz: self._est_rows(ms, sz)  # noqa: E731
+        best = None
+        for m in out_modes:
+            if sizes[m] < 2:
+                continue
+            for c in range(2, sizes[m] + 1):
+                piece = -(-sizes[m] // c)
+                sz = dict(sizes)
+                sz[m] = piece
+                rows = arows(A, A.modes, sz) + arows(B, B.modes, sz) + self._est_rows(out_modes, sz)
+                if rows <= budget or c == sizes[m]:
+                    # fewest pieces that fit; among modes, the one that fits with fewest pieces
+                    key = (rows > budget, c, -sizes[m])
+                    if best is None or key < best[0]:
+                        best = (key, m, c)
+                    break
+        if best is None:
+            raise CompileError(f"step {s_idx} of {label} ({A.modes} x {B.modes} -> {sorted(keep)}, sizes "
+                               f"{ {m: sizes[m] for m in set(A.modes) | set(B.modes)} }) does not fit one unified half and has no free mode "
+                               f"to chunk (chunking over contracted modes is not implemented)", field="unified_kb")
+        _, m, c = best
+        S = sizes[m]
+        piece = -(-S // c)
+        if self.L <= piece and _ceil_to(piece, self.L) < S:
+            piece = _ceil_to(piece, self.L)    # whole lane blocks if m becomes a lane
+        for t in (A, B):
+            if t.name in self.onchip and not t.on_host:
+                self._ensure_on_host(t)
+        self.stats["chunked_steps"] += 1
+        parts: list[tuple[_Tensor, str]] = []
+        for lo in range(0, S, piece):
+            hi = min(S, lo + piece)
+            pm = f"{m}@{lo}:{hi}"     # unique per extent: mode sizes are global by name
+            self.sizes[pm] = hi - lo
+            ops = []
+            for t in (A, B):
+                if m not in t.modes:
+                    ops.append(t)
+                    continue
+                self.dummies += 1      # a fresh suffix: slice names never collide with piece results
+                st = _Tensor(f"{t.name}[{pm}]~{self.dummies}", tuple(pm if x == m else x for x in t.modes))
+                st.on_host = True
+                st.read_run = t.read_run
+                self.host_ops.append((t.read_run, "slice", (t.name, st.name, m, pm, lo, hi)))
+                ops.append(st)
+                self.stats["chunk_slices"] += 1
+            pkeep = {pm if x == m else x for x in keep}
+            self.live = self.live | {A.name, B.name}
+            res = self.step(label, s_idx, ops[0], ops[1], pkeep, f"{out_name}[{pm}]", None, True)
+            parts.append((res, pm))
+        out = _Tensor(out_name, tuple(out_modes))
+        out.on_host = True
+        out.read_run = max(r.read_run for r, _ in parts)
+        self.host_ops.append((out.read_run, "concat", (out.name, out.modes, m,
+                                                        tuple((r.name, pm) for r, pm in parts))))
+        self.registry[out.name] = out
+        return out
 
     def _evaluate(self, X, Y, alpha, beta, keep, next_info):
         """Score a role / lane choice: padded MACs, re-layouts now and for the consumer."""
@@ -531,7 +624,11 @@ class Compiler:
         instrs = None
         # the template passed with bases 0; the actual bases can still fail (e.g. network routing
         # depends on the bank of each address): take the fastest mapping whose instructions all pass
-        for mp in map_gemm_all(free, ks, lo.stride(alpha), self.geo):
+        try:
+            mappings = map_gemm_all(free, ks, lo.stride(alpha), self.geo)
+        except CompileError:
+            raise _NoAccum from None
+        for mp in mappings:
             instrs = self._instructions(mp, la_addr(X), la_addr(Y), addr)
             if instrs is not None:
                 break
@@ -626,6 +723,10 @@ class _NoRoom(Exception):
     pass
 
 
+class _NoAccum(Exception):
+    """No mapping of a step fits the accumulation unit (the step is chunked)."""
+
+
 def la_addr(t: _Tensor) -> int:
     assert t.addr is not None
     return t.addr
@@ -683,6 +784,9 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                 if used:
                     reused[net.label] = used
             prefix = net.label.replace(" ", "").replace("[", "_").replace("]", "")
+            if phase == "train" and ph in ("fp", "bp") and net.terms == 1:
+                # known before compiling: a segment closing inside this network must spill them
+                comp.keep |= {f"{prefix}.t{sid}" for _, _, sid in _saved_subsets(net, path)[:-1]}
             out = comp.network(run_net, path, tensors, prefix)
             used_paths[net.label] = [list(p) for p in path]
             results.setdefault(net.target, []).append((out.name, out.modes, net.result_shape, net.output))
@@ -698,6 +802,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                    relayouts=st["relayouts"], relayout_bytes=st["relayout_bytes"],
                    relayout_cycles=st["relayout_cycles"], dram_bytes=st["dram_bytes"],
                    onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"], paths=used_paths,
+                   chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"],
                    reused=reused, input_modes=input_modes)
 
 
@@ -750,6 +855,27 @@ class Execution:
     jobs: list[dict]
 
 
+def _host_ops(ops, store, sizes) -> None:
+    """Host-side slicing / concatenation of chunked steps (``relayout`` needs no work: the host
+    store keeps logical arrays, the next write packs them in the new layout)."""
+    for kind, args in ops:
+        if kind == "slice":
+            src, dst, m, pm, lo, hi = args
+            arr, modes = store[src]
+            ax = modes.index(m)
+            idx = tuple(slice(lo, hi) if i == ax else slice(None) for i in range(len(modes)))
+            store[dst] = (arr[idx], tuple(pm if x == m else x for x in modes))
+        elif kind == "concat":
+            dst, dmodes, m, parts = args
+            arrs = []
+            for name, pm in parts:
+                arr, modes = store[name]
+                arr = arr[tuple(0 if x.startswith("_") else slice(None) for x in modes)]
+                modes = tuple(m if x == pm else x for x in modes if not x.startswith("_"))
+                arrs.append(np.transpose(arr, [modes.index(x) for x in dmodes]))
+            store[dst] = (np.concatenate(arrs, axis=dmodes.index(m)), tuple(dmodes))
+
+
 def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig, progress=None) -> Execution:
     """Run ``prog`` on the emulator; the host store starts with ``inputs`` (float32, bf16-exact)."""
     from sim.emulator import Emulator
@@ -765,6 +891,10 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
     trace = []
     cycles = tcu = 0
     geo = Geometry.of(config)
+    ops_after: dict[int, list] = {}
+    for r, kind, args in prog.host_ops:
+        ops_after.setdefault(r, []).append((kind, args))
+    _host_ops(ops_after.get(-1, ()), store, sizes)
     for ri, run in enumerate(prog.runs):
         uw = []
         for w in run.writes:
@@ -785,6 +915,7 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
             reads.append(bits)
             vals = emu.from_elem_bits(bits)
             store[rd.name] = (rd.layout.unpack(vals, sizes), rd.layout.modes)
+        _host_ops(ops_after.get(ri, ()), store, sizes)
         trace.append((r.cycles, reads))
         jobs.append({"uwrites": uw, "prog": run.words, "half": run.half,
                      "ureads": [(run.half, rd.addr, rd.layout.rows) for rd in run.reads]})
