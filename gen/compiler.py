@@ -36,6 +36,8 @@ Pipeline (issue 6, paper sections III-B and V-B4):
    Intermediates stay on chip while they fit; when a step does not fit, the segment closes
    (live tensors are read back = spilled, counted in ``dram_bytes``), and the next segment uses
    the other half. Programs longer than ``imem_depth - 1`` are split into several runs.
+   A step that does not fit one half even alone is **chunked** over a free mode of its result
+   (``Compiler._chunked``: host slices, one step per piece, host concatenation; DRAM counted).
 6. **Execution.** :func:`execute` runs the compiled :class:`Program` on the emulator (or records
    the host jobs for the RTL bench). Block-term sums (``bt`` with several blocks) are added on
    the host in float64 (documented deviation: the accelerator has no vector unit yet).
