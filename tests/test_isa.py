@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gen.config import FettaConfig
 from gen.isa import (INSTR_BITS, LAYOUT, ErrorCode, Geometry, Instr, IsaError, Opcode, check, decode, exec_cycles,
-                     gemm, halt, load, store)
+                     gemm, halt, load, store, vec, vector_rows)
 
 GEO = Geometry.of(FettaConfig())
 
@@ -97,3 +97,42 @@ def test_timing_rules():
     assert exec_cycles(wsh, GEO) == 2 * 6 + 6 + 4 + 4 + 4
     assert exec_cycles(load(src=0, dst=0, chunks=3), GEO) == 4
     assert exec_cycles(Instr(opcode=Opcode.SYNC), GEO) == 0
+
+
+def test_vec_encoding_and_fields():
+    v = vec(op="axpy", x=3, y=5, chunks=2, x_stride=2, y_stride=3, scalar=0xBC24, wb=True, w_base=9)
+    assert v.opcode == Opcode.VEC == 6 and v.mode == 1 and v.K == 2 and v.scalar == 0xBC24
+    assert (v.a_base, v.a_sk, v.o_base, v.o_sk, v.w_base, v.flags) == (3, 2, 5, 3, 9, 2)
+    assert decode(v.encode()) == v
+    # the scalar field is appended after every earlier field: older encodings keep their bits
+    assert LAYOUT["scalar"][0] == max(p + b for n, (p, b) in LAYOUT.items() if n != "scalar")
+    assert GEO.vec_rows == 16 == vector_rows(FettaConfig())
+
+
+def test_vec_checks():
+    V = GEO.vec_rows
+    H, A = GEO.unified_half_rows, GEO.accum_rows
+    assert check(vec(op="add", chunks=2), GEO) == ErrorCode.NONE
+    assert check(vec(op="add", chunks=0), GEO) == ErrorCode.BAD_SHAPE
+    assert check(Instr(opcode=Opcode.VEC, mode=4), GEO) == ErrorCode.BAD_SHAPE
+    assert check(vec(op="add", chunks=1, x=H - V), GEO) == ErrorCode.NONE
+    assert check(vec(op="add", chunks=1, x=H - V + 1), GEO) == ErrorCode.UNIFIED_RANGE
+    assert check(vec(op="add", chunks=1, y=A - V + 1), GEO) == ErrorCode.ACCUM_RANGE
+    assert check(vec(op="add", chunks=1, wb=True, w_base=H - V + 1, x=0), GEO) == ErrorCode.UNIFIED_RANGE
+    assert check(vec(op="add", chunks=1, x_stride=2), GEO) == ErrorCode.BANK_CONFLICT   # even stride, 16 banks
+    assert check(vec(op="add", chunks=1, x_stride=0), GEO) == ErrorCode.NONE            # broadcast x
+    assert check(vec(op="add", chunks=1, y_stride=0), GEO) == ErrorCode.BANK_CONFLICT   # one row, 16 writers
+    # WB: in place is fine, an overlapping shifted range would read rows already written
+    assert check(vec(op="axpy", chunks=2, x=0, y=0, wb=True, w_base=0), GEO) == ErrorCode.NONE
+    assert check(vec(op="axpy", chunks=2, x=0, y=0, wb=True, w_base=16), GEO) == ErrorCode.BANK_CONFLICT
+    assert check(vec(op="axpy", chunks=2, x=0, y=0, wb=True, w_base=32), GEO) == ErrorCode.NONE
+    one = Geometry.of(FettaConfig(vector_lanes=4))     # one row per cycle
+    assert one.vec_rows == 1
+    assert check(vec(op="add", chunks=2, y_stride=0), one) == ErrorCode.BANK_CONFLICT
+    assert check(vec(op="add", chunks=1, y_stride=0), one) == ErrorCode.NONE
+    assert Geometry.of(FettaConfig(vector_lanes=12)).vec_rows == 0
+    assert check(vec(op="add", chunks=1), Geometry.of(FettaConfig(vector_lanes=12))) == ErrorCode.BAD_SHAPE
+
+
+def test_vec_timing():
+    assert exec_cycles(vec(op="relu", chunks=5), GEO) == 5 + 2

@@ -10,6 +10,10 @@ from hypothesis import strategies as st
 
 from gen.config import FettaConfig
 from gen.errors import ConfigError
+from gen.isa import Instr, Opcode
+from gen.isa import check as isa_check
+from tests.test_controller import GEO as CGEO
+from tests.test_controller import decode_rtl
 from hdl.vector import BF16_ONE, VecOp, VectorUnit, vec_ref, vec_rows
 from sim import bf16 as fp
 
@@ -139,3 +143,19 @@ def test_vec_rows_and_config_errors():
     assert e.value.field == "vector_lanes"
     with pytest.raises(ConfigError):
         VectorUnit(FettaConfig(), lanes=0)
+
+
+@st.composite
+def vec_instrs(draw):
+    addr = st.one_of(st.integers(0, 40), st.integers(CGEO.accum_rows - 20, CGEO.unified_half_rows + 5))
+    return Instr(opcode=Opcode.VEC, mode=draw(st.sampled_from([0, 1, 2, 3, 4])), flags=draw(st.integers(0, 3)),
+                 K=draw(st.sampled_from([0, 1, 2, 5, 12])), a_base=draw(addr), o_base=draw(addr),
+                 w_base=draw(addr), a_sk=draw(st.integers(0, 9)), o_sk=draw(st.integers(0, 9)),
+                 scalar=draw(st.integers(0, 0xFFFF)))
+
+
+@settings(max_examples=2, database=None, deadline=None)
+@given(st.lists(vec_instrs(), min_size=60, max_size=60))
+def test_decoder_vec_matches_isa_check(batch):
+    """The controller's VEC checks (RTL) give the error code of :func:`gen.isa.check`."""
+    assert [int(isa_check(i, CGEO)) for i in batch] == decode_rtl([i.encode() for i in batch])
