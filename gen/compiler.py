@@ -71,13 +71,17 @@ def _ceil_to(x: int, m: int) -> int:
 # --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Layout:
-    """Storage of one tensor in unified memory: ``modes`` in order, the last is the lane mode."""
+    """Storage of one tensor in unified memory: ``modes`` in order, the last is the lane mode.
+
+    ``ext`` are the logical (padded) extents the loops walk; the row strides may be larger
+    (``align``, see :meth:`make`): ``sext`` are the storage extents they imply."""
 
     modes: tuple[str, ...]
     ext: tuple[int, ...]        # padded extents (lane and A-lane modes padded to ``lanes``)
     rstride: tuple[int, ...]    # row stride per mode (lane: per block of ``lanes`` values)
     rows: int
     lanes: int
+    sext: tuple[int, ...] = ()  # storage extents (>= ext; the lane's in values)
 
     @property
     def lane(self) -> str:
@@ -87,7 +91,12 @@ class Layout:
         return self.rstride[self.modes.index(mode)] if mode in self.modes else 0
 
     @staticmethod
-    def make(modes: Sequence[str], sizes: Mapping[str, int], lanes: int, padded: Sequence[str] = ()) -> "Layout":
+    def make(modes: Sequence[str], sizes: Mapping[str, int], lanes: int, padded: Sequence[str] = (),
+             align: int = 0) -> "Layout":
+        """Row-major layout of ``modes``. With ``align`` (= ``banks``) every row stride is rounded
+        up to a power of two below ``align`` or to a multiple of ``align``: then any loop can be
+        split over CEs with its stride as the spatial offset while all coarser strides stay
+        multiples of the offsets' span (the XOR / bank rule of :func:`gen.isa.check`)."""
         modes = tuple(modes)
         ext = tuple(_ceil_to(sizes[m], lanes) if (m == modes[-1] or m in padded) else sizes[m] for m in modes)
         strides = [0] * len(modes)
@@ -95,7 +104,11 @@ class Layout:
         for i in reversed(range(len(modes))):
             strides[i] = step
             step *= ext[i] // lanes if i == len(modes) - 1 else ext[i]
-        return Layout(modes, ext, tuple(strides), step, lanes)
+            if align and i:
+                step = (1 << (step - 1).bit_length()) if step < align else _ceil_to(step, align)
+        sext = tuple((step if i == 0 else strides[i - 1]) // strides[i] * (lanes if i == len(modes) - 1 else 1)
+                     for i in range(len(modes)))
+        return Layout(modes, ext, tuple(strides), step, lanes, sext)
 
     def pack(self, arr: np.ndarray, arr_modes: Sequence[str]) -> np.ndarray:
         """Values ``arr`` (axes ``arr_modes``) -> rows ``[rows, lanes]`` (zeros in the padding)."""
@@ -106,15 +119,15 @@ class Layout:
                 arr = arr[..., None]
                 src.append(m)
         arr = np.transpose(arr, [src.index(m) for m in self.modes])
-        full = np.zeros(self.ext, np.float32)
+        full = np.zeros(self.sext, np.float32)
         full[tuple(slice(0, s) for s in arr.shape)] = arr
         # rows: row-major over modes, lane blocked
-        full = full.reshape(*self.ext[:-1], self.ext[-1] // self.lanes, self.lanes)
+        full = full.reshape(*self.sext[:-1], self.sext[-1] // self.lanes, self.lanes)
         return full.reshape(self.rows, self.lanes)
 
     def unpack(self, rows: np.ndarray, sizes: Mapping[str, int]) -> np.ndarray:
         """Rows -> values with axes ``self.modes`` (padding dropped)."""
-        full = np.asarray(rows).reshape(self.ext)
+        full = np.asarray(rows).reshape(self.sext)
         return full[tuple(slice(0, sizes[m]) for m in self.modes)]
 
 
@@ -334,13 +347,15 @@ class _Tensor:
 class Compiler:
     """Compile networks into a :class:`Program` (see the module docstring)."""
 
-    def __init__(self, config: FettaConfig):
+    def __init__(self, config: FettaConfig, align: bool = False):
         from .gemm import check_config
 
         check_config(config)
         self.config = config
         self.geo = Geometry.of(config)
         self.L = config.lanes
+        #: row strides aligned for multi-CE grids (``Layout.make``); 0 = compact layouts
+        self.align = config.banks if align else 0
         self.elem_bytes = config.elem_bits // 8
         self.runs: list[Run] = []
         self.host_ops: list[tuple[int, str, tuple]] = []
@@ -581,7 +596,7 @@ class Compiler:
             self.host_ops.append((len(self.runs) - 1, "relayout", (t.name,)))
         if lane not in t.modes:
             t.modes = t.modes + (lane,)
-        layout = Layout.make(self._order(t.modes, lane, order_k), self.sizes, self.L)
+        layout = Layout.make(self._order(t.modes, lane, order_k), self.sizes, self.L, align=self.align)
         self._place(t, layout, ())
 
     def _emit(self, label, s_idx, X: _Tensor, Y: _Tensor, alpha, beta, keep, out_name, next_info, final):
@@ -602,7 +617,7 @@ class Compiler:
             other, nkeep = next_info
             next_k = {m for m in keep_modes if m in other and m not in nkeep}
         out_order = self._order(keep_modes, beta, next_k)
-        lo = Layout.make(out_order, sizes, L, padded=(alpha,))
+        lo = Layout.make(out_order, sizes, L, padded=(alpha,), align=self.align)
         out = _Tensor(out_name, tuple(keep_modes))
         addr = self._alloc(lo.rows)
         if addr is None:
@@ -756,12 +771,16 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 
 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
-                  reuse: bool = True) -> Program:
-    """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`."""
+                  reuse: bool = True, align: bool = False) -> Program:
+    """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
+
+    ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
+    NOT to help on its own (ATIS TT train: more cycles), so compact layouts stay the default -
+    see ``docs/compiler.md`` (section on the CE grid) for why and what is needed instead."""
     from .search import best_path
 
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
-    comp = Compiler(config)
+    comp = Compiler(config, align=align)
     tensors: dict[str, _Tensor] = {}
     results: dict[str, list] = {}
     used_paths: dict[str, list[list[int]]] = {}

@@ -61,9 +61,9 @@ def bound(spec, inputs, phases, prog):
     return {k: out[k] * yabs[k] for k in yabs}
 
 
-def check_layer(spec, phase, config=DEFAULT, seed=0):
+def check_layer(spec, phase, config=DEFAULT, seed=0, align=False):
     inputs = random_inputs(spec, seed)
-    prog = compile_layer(spec, phase, config)
+    prog = compile_layer(spec, phase, config, align=align)
     ex = execute(prog, inputs, config)
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     gold = compute(spec, inputs, phases=phases)
@@ -133,6 +133,35 @@ def test_layout_pack_roundtrip():
     # row addressing: element (a, b, c) at row c*8 + a*2 + b//4, lane b%4
     assert rows[2 * 8 + 1 * 2 + 1, 0] == arr[1, 4, 2]
     assert np.all(rows.reshape(6, 4, 8)[:, 3, :] == 0) and np.all(rows.reshape(6, 4, 8)[:, :, 5:] == 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ext=st.lists(st.integers(1, 13), min_size=1, max_size=4), pad_a=st.booleans(),
+       align=st.sampled_from([4, 16]))
+def test_aligned_layout(ext, pad_a, align):
+    """Aligned strides: powers of two below ``align`` or multiples of it, nested (each divides the
+    next coarser one), never smaller than compact, and pack/unpack still round-trip."""
+    modes = tuple("abcd"[:len(ext)])
+    sizes = dict(zip(modes, ext))
+    padded = ("a",) if pad_a and len(modes) > 1 else ()
+    lay = Layout.make(modes, sizes, 4, padded=padded, align=align)
+    compact = Layout.make(modes, sizes, 4, padded=padded)
+    assert lay.ext == compact.ext and lay.rows >= compact.rows
+    for i, s in enumerate(lay.rstride):
+        assert s >= compact.rstride[i]
+        assert (s < align and s & (s - 1) == 0) or s % align == 0, lay
+        if i:
+            assert lay.rstride[i - 1] % s == 0
+    arr = np.arange(math.prod(ext), dtype=np.float32).reshape(ext) + 1
+    back = lay.unpack(lay.pack(arr, modes), sizes)
+    assert np.array_equal(back, arr)
+    assert np.count_nonzero(lay.pack(arr, modes)) == arr.size
+
+
+@pytest.mark.parametrize("fmt", ["tt", "ttm", "ht"])
+def test_aligned_layouts_emulator(fmt):
+    """The aligned-layout variant (``align=True``) computes the same layers within the bound."""
+    check_layer(parse_spec(SPECS[fmt]), "train", align=True)
 
 
 @st.composite
