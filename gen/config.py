@@ -218,6 +218,17 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def read_toml(path: str | Path, *, field: str) -> dict[str, Any]:
+    """Parse a TOML file; a missing or malformed file raises one :class:`ConfigError` naming ``field``."""
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}", field=field) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}", field=field) from None
+
+
 def load_config(path: str | Path | None = None, overrides: Iterable[str] | Mapping[str, Any] = ()) -> FettaConfig:
     """Load a configuration: defaults, then a TOML file, then ``--set`` overrides.
 
@@ -226,14 +237,8 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] | Mappi
     values: dict[str, Any] = {}
     source = "config"
     if path is not None:
-        path = Path(path)
         source = str(path)
-        try:
-            data = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"file not found: {path}", field="--config") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: {exc}", field="--config") from None
+        data = read_toml(path, field="--config")
         values.update(data.get("fetta", data))
         values.pop("fetta", None)
     if isinstance(overrides, Mapping):
@@ -245,4 +250,4 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] | Mappi
 
 DEFAULT = FettaConfig()
 
-__all__ = ["FettaConfig", "DEFAULT", "DATATYPES", "load_config", "parse_overrides", "field"]
+__all__ = ["FettaConfig", "DEFAULT", "DATATYPES", "load_config", "parse_overrides", "read_toml", "field"]

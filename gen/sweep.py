@@ -41,14 +41,13 @@ import shutil
 import subprocess
 import tempfile
 import time
-import tomllib
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .config import FettaConfig
+from .config import FettaConfig, read_toml
 from .errors import ConfigError, FettaError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,14 +103,7 @@ class Grid:
 
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid TOML file (errors name the bad key)."""
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"file not found: {path}", field="--grid") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}", field="--grid") from None
-    return parse_grid(data, source=str(path))
+    return parse_grid(read_toml(path, field="--grid"), source=str(path))
 
 
 def parse_grid(data: Mapping[str, Any], *, source: str = "grid") -> Grid:
