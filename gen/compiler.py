@@ -45,16 +45,17 @@ Pipeline (issue 6, paper sections III-B and V-B4):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from .config import FettaConfig
 from .errors import FettaError
-from .isa import OVERHEAD, ErrorCode, ce_offsets, Geometry, Instr, assemble, check, exec_cycles, gemm, gemm_macs, halt
+from .isa import OVERHEAD, ErrorCode, ce_offsets, gemm_latency, Geometry, Instr, assemble, check, exec_cycles, gemm, gemm_macs, halt
 from .network import Network, Operand, Step, path_macs, path_steps, phase_networks
 
 
@@ -195,20 +196,51 @@ def _template(m: Mapping_) -> Instr:
                 o=(0, m.o_sk, m.L0.o, m.L1.o, m.gm.o, m.gn.o, 0), w_base=0, acc=False, wb=True)
 
 
+@functools.lru_cache(maxsize=2048)
+def _map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geometry) -> tuple[Mapping_, ...]:
+    """:func:`map_gemm_all`, memoized (plans of one step often share their loop nests).
+    The mappings returned are shared: callers must not modify them."""
+    return tuple(map_gemm_all(list(free), list(ks), o_sk, geo))
+
+
 def map_gemm(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> Mapping_:
     """Choose grid, loop levels and unrolling of one step (fastest that passes :func:`check`)."""
     return map_gemm_all(free, ks, o_sk, geo)[0]
 
 
-def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> list[Mapping_]:
-    """Every mapping whose template (bases 0) passes :func:`check`, fastest first."""
+def _banks_ok(m: Mapping_, banks: int) -> bool:
+    """Necessary conditions of :func:`gen.isa.check` on a mapping, cheap: the spatial offsets of
+    IA / IB are distinct banks (or the same row) in the low bank bits, every temporal and unrolled
+    stride a multiple of their span; the output groups write distinct banks."""
+    g = m.grid
+    for op in ("a", "b"):
+        offs = {im * getattr(m.gm, op) + in_ * getattr(m.gn, op) + ik * getattr(m.gk, op)
+                for im in range(g[0]) for in_ in range(g[1]) for ik in range(g[2])}
+        banks_seen = {o % banks for o in offs}
+        if len(banks_seen) != len(offs):
+            return False
+        mask = 0
+        for b in banks_seen:
+            mask |= b
+        low = (1 << mask.bit_length()) - 1
+        for lp in (m.K, m.L0, m.L1, *m.free_unroll, *m.k_unroll):
+            if getattr(lp, op) & low:
+                return False
+    outs = {(im * m.gm.o + in_ * m.gn.o) % banks for im in range(g[0]) for in_ in range(g[1])}
+    return len(outs) == g[0] * g[1]
+
+
+def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: int = 4) -> list[Mapping_]:
+    """Mappings whose template (bases 0) passes :func:`check`, fastest first: every grid, split
+    loop and level assignment is costed with the timing rules of :mod:`gen.isa` (cheap), then
+    checked in order of cycles until ``keep`` pass (the caller tries them with real bases)."""
     free = _merge(free)
     ks = _merge(ks)
-    best: Mapping_ | None = None
-    found: list[Mapping_] = []
     E = geo.ces
+    cands: list[tuple[int, int, int, Mapping_]] = []
     grids = [(1 << a, 1 << b, 1 << c) for a in range(E.bit_length()) for b in range(E.bit_length())
              for c in range(E.bit_length()) if (1 << (a + b + c)) <= E]
+    latency = gemm_latency(geo)
     for gm, gn, gk in grids:
         gk_opts = [None] if gk == 1 else [i for i, lp in enumerate(ks) if lp.trip % gk == 0]
         gm_opts = [None] if gm == 1 else [i for i, lp in enumerate(free) if lp.trip % gm == 0]
@@ -233,25 +265,37 @@ def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> list
                 levels = fl[:nlev] + [_ONE] * (2 - min(nlev, len(fl)))
                 L0, L1 = levels[0], levels[1]
                 free_unroll = fl[min(nlev, len(fl)):]
-                m = Mapping_((gm, gn, gk), K, L0, L1, gm_lp, gn_lp, gk_lp, o_sk, free_unroll, k_unroll, 0, 0)
-                ins = _template(m)
-                if max(ins.K, ins.L0, ins.L1) >= 1 << 16 or \
-                        max(abs(v) for v in (m.K.a, m.K.b, m.L0.a, m.L0.b, m.L0.o, m.L1.a, m.L1.b, m.L1.o,
+                if max(K.trip, L0.trip, L1.trip) >= 1 << 16 or \
+                        max(abs(v) for v in (K.a, K.b, L0.a, L0.b, L0.o, L1.a, L1.b, L1.o,
                                              o_sk, gm_lp.a, gm_lp.b, gm_lp.o, gn_lp.a, gn_lp.b, gn_lp.o,
                                              gk_lp.a, gk_lp.b)) >= 1 << 16:
                     continue
-                best = m
-                if check(ins, geo) != ErrorCode.NONE:
-                    continue
                 n = math.prod(lp.trip for lp in free_unroll + k_unroll)
-                m.instrs = n
-                m.cycles = n * (OVERHEAD + exec_cycles(ins, geo))
-                found.append(m)
-                break
+                # exec_cycles of an OS GEMM (gen.isa timing rules) + FETCH/DECODE/CHECK
+                one = (L0.trip * L1.trip - 1) * max(K.trip, geo.ce_rows) + K.trip + latency
+                m = Mapping_((gm, gn, gk), K, L0, L1, gm_lp, gn_lp, gk_lp, o_sk, free_unroll, k_unroll,
+                             n * (OVERHEAD + one), n)
+                cands.append((m.cycles, -gm * gn * gk, len(cands), m))
+    cands.sort(key=lambda c: c[:3])
+    found: list[Mapping_] = []
+    for *_, m in cands:
+        if not _banks_ok(m, geo.banks):
+            continue
+        ins = _template(m)
+        if check(ins, geo) != ErrorCode.NONE:
+            continue
+        # the unrolled loops move the bases: each stride must keep the bank/XOR rule
+        if any(check(replace(ins, a_base=lp.a, b_base=lp.b), geo) != ErrorCode.NONE
+               for lp in m.free_unroll + m.k_unroll):
+            continue
+        assert exec_cycles(ins, geo) + OVERHEAD == m.cycles // m.instrs, (m, ins)
+        found.append(m)
+        if len(found) >= keep:
+            break
     if not found:
         raise CompileError("no mapping of a step passes the ISA checks (accumulation unit too small?)",
                            field="accum_kb")
-    return sorted(found, key=lambda m: (m.cycles, -math.prod(m.grid)))
+    return found
 
 
 # --------------------------------------------------------------------------------
@@ -429,50 +473,216 @@ class Compiler:
             return []
         # prefer little padding, then large extents
         return sorted(allowed, key=lambda m: (_ceil_to(self.sizes[m], self.L) - self.sizes[m],
-                                              -self.sizes[m], m))[:2]
+                                              self.sizes[m] != self.L, -self.sizes[m], m))[:3]
 
-    def _order(self, modes: Sequence[str], lane: str, next_k: set[str]) -> tuple[str, ...]:
-        rest = [m for m in modes if m != lane]
-        head = sorted(m for m in rest if m not in next_k)
-        tail = sorted(m for m in rest if m in next_k)
-        return tuple(head + tail + [lane])
+    def _inner(self, t: _Tensor) -> list[str]:
+        """The two row modes of an on-chip tensor with the smallest strides (the only ones a grid
+        can split: the spatial offsets must be the low bank bits)."""
+        lay = t.layout
+        rows = sorted((lay.rstride[i], m) for i, m in enumerate(lay.modes[:-1]) if lay.ext[i] > 1)
+        return [m for _, m in rows[:2]]
+
+    def _pow2(self, m: str) -> int:
+        s = self.sizes[m]
+        return min(s & -s, self.geo.ces)
 
     def step(self, label: str, s_idx: int, A: _Tensor, B: _Tensor, keep: set[str], out_name: str,
              next_info: tuple[set[str], set[str]] | None, final: bool) -> _Tensor:
         """Compile one pairwise contraction ``A x B`` keeping modes ``keep``.
 
-        ``next_info``: (modes of the consumer's other operand, modes the consumer keeps).
+        ``next_info``: (modes of the consumer's other operand, modes the consumer keeps, that
+        operand's tensor if it exists yet).
         """
-        sizes = self.sizes
-        best = None
-        for X, Y in ((A, B), (B, A)):
-            xm = [m for m in X.modes if m not in Y.modes and m in keep]
-            yn = [m for m in Y.modes if m not in X.modes and m in keep]
-            for alpha in self._lane_choices(X, xm) or [None]:
-                for beta in self._lane_choices(Y, yn) or [None]:
-                    cand = self._evaluate(X, Y, alpha, beta, keep, next_info)
-                    if best is None or cand[0] < best[0]:
-                        best = cand
-        _, X, Y, alpha, beta = best
         for attempt in range(2):
-            mark = (len(self.runs), len(self.cur.writes), self.stats["dram_bytes"], self.top, set(self.onchip))
+            mark = (len(self.runs), len(self.cur.writes), dict(self.stats), self.top, set(self.onchip),
+                    len(self.host_ops))
             try:
-                return self._emit(label, s_idx, X, Y, alpha, beta, keep, out_name, next_info, final)
+                plan = self._best_plan(A, B, keep, next_info)
+                if plan is None:
+                    raise _NoAccum
+                return self._emit(label, s_idx, plan, keep, out_name, final)
             except (_NoRoom, _NoAccum):
                 self._rollback(mark)
                 if attempt:
                     return self._chunked(label, s_idx, A, B, keep, out_name, final)
                 self._close_segment()
 
+    def _plans(self, A: _Tensor, B: _Tensor, keep: set[str], next_info):
+        """Candidate plans of a step, cheapest estimate first.
+
+        A plan is the roles (``X`` = IA operand, ``Y`` = IB operand), their lane modes and the
+        modes meant to be split over the CE grid (``gm`` / ``gn`` / ``gk``). The layouts of host
+        written operands and of the result are built around it: the split modes sit just above the
+        lane (lowest row strides) so that their spatial offsets are the low bank bits and every
+        other stride a multiple of their span (:func:`gen.isa.check`)."""
+        sizes = self.sizes
+        L = self.L
+        kmodes = sorted(m for m in A.modes if m in B.modes and m not in keep)
+        kprod = math.prod(sizes[m] for m in kmodes)
+        out = []
+        for X, Y in ((A, B), (B, A)):
+            xm = [m for m in X.modes if m not in Y.modes and m in keep]
+            yn = [m for m in Y.modes if m not in X.modes and m in keep]
+            batch = [m for m in X.modes if m in Y.modes and m in keep]
+
+            def ok(m: str) -> bool:
+                if sizes[m] < 2 or sizes[m] % 2:
+                    return False
+                return all(m in self._inner(t) for t in (X, Y) if t.name in self.onchip and m in t.modes)
+
+            for alpha in self._lane_choices(X, xm) or [None]:
+                for beta in self._lane_choices(Y, yn) or [None]:
+                    gms = [None] + [m for m in xm + batch if m != alpha and ok(m)]
+                    gns = [None] + [m for m in yn + batch if m != beta and ok(m)]
+                    gks = [None] + [m for m in kmodes if ok(m)]
+                    union = set(X.modes) | set(Y.modes)
+                    padded = math.prod(_ceil_to(sizes[m], L) if m in (alpha, beta) else sizes[m] for m in union)
+                    padded *= (L if alpha is None else 1) * (L if beta is None else 1)
+                    penalty = 0
+                    for t, lane in ((X, alpha), (Y, beta)):
+                        if t.name in self.onchip and (lane is None or t.layout.lane != lane):
+                            penalty += 4 * -(-t.layout.rows // self.geo.banks)     # re-layout now
+                    if next_info is not None and beta is not None:
+                        other, nkeep = next_info[0], next_info[1]
+                        if beta in other or beta not in nkeep:                    # re-layout later
+                            penalty += 4 * -(-math.prod(sizes[m] for m in keep) // (L * self.geo.banks))
+                    for gm_m, gn_m, gk_m in itertools.product(gms, gns, gks):
+                        if gm_m is not None and gm_m == gn_m:
+                            continue
+                        g = 1
+                        for m in (gk_m, gm_m, gn_m):
+                            if m is not None:
+                                g = min(self.geo.ces, g * self._pow2(m))
+                        gk = min(self._pow2(gk_m), g) if gk_m else 1
+                        k_eff = min(1.0, (kprod / gk) / self.geo.ce_rows)
+                        est = padded / (self.config.macs * g / self.geo.ces * k_eff) + penalty
+                        out.append((est, X, Y, alpha, beta, gm_m, gn_m, gk_m, penalty))
+        out.sort(key=lambda p: p[0])
+        return out, kmodes
+
+    def _orders(self, X, Y, alpha, beta, gm_m, gn_m, gk_m, kmodes, keep_modes, next_info):
+        """Mode orders (lane last) of the operands (host-written ones) and of the result for a plan."""
+        kord = [m for m in kmodes if m != gk_m] + ([gk_m] if gk_m else [])
+
+        def order(t_modes, lane, inner_pref):
+            inner = [m for m in dict.fromkeys(inner_pref) if m is not None and m in t_modes and m != lane]
+            rest = [m for m in t_modes if m != lane and m not in inner]
+            head = sorted(m for m in rest if m not in kmodes)
+            tail = [m for m in kord if m in rest]
+            return tuple(head + tail + inner + [lane])
+
+        xo = order(tuple(X.modes) + ((alpha,) if alpha not in X.modes else ()), alpha, (gk_m, gn_m, gm_m))
+        yo = order(tuple(Y.modes) + ((beta,) if beta not in Y.modes else ()), beta, (gk_m, gm_m, gn_m))
+        next_k: set[str] = set()
+        first = gn_m
+        if next_info is not None:
+            other, nkeep = next_info[0], next_info[1]
+            next_k = {m for m in keep_modes if m in other and m not in nkeep}
+            # innermost: a split mode the consumer keeps free (it can split it over gm/gn there)
+            if gn_m in next_k and gm_m is not None and gm_m not in next_k:
+                first = gm_m
+        inner = [m for m in (alpha, gn_m if first == gm_m else gm_m, first) if m is not None and m != beta]
+        inner = list(dict.fromkeys(inner))
+        rest = [m for m in keep_modes if m != beta and m not in inner]
+        head = sorted(m for m in rest if m not in next_k)
+        tail = sorted(m for m in rest if m in next_k)
+        oo = tuple(head + tail + inner + [beta])
+        return xo, yo, oo
+
+    def _best_plan(self, A: _Tensor, B: _Tensor, keep: set[str], next_info, lookahead: int = 3):
+        """The plan of a step: of the ``lookahead`` fastest (:meth:`_scored_plans`), the one whose
+        cycles plus the best cycles of the consumer step reading its result (in the layout the
+        plan gives it, the consumer's other operand as it is now) are fewest."""
+        scored = self._scored_plans(A, B, keep, next_info)
+        if not scored:
+            return None
+        if next_info is None or lookahead <= 1:
+            return scored[0][1]
+        other_modes, nkeep, other = next_info
+        if other is None or other.name in (A.name, B.name):
+            other = _Tensor("?other", tuple(sorted(other_modes)))
+        best = None
+        for score, plan in scored[:lookahead]:
+            t = _Tensor("?out", tuple(plan["keep_modes"]))
+            t.layout = plan["lo"]
+            self.onchip[t.name] = t
+            try:
+                nxt = self._scored_plans(t, other, set(nkeep) | {m for m in t.modes if m.startswith("_")},
+                                         None, tries=4)
+            finally:
+                del self.onchip[t.name]
+            total = score + (nxt[0][0] if nxt else 10 * score)
+            if best is None or total < best[0]:
+                best = (total, plan)
+        return best[1]
+
+    def _scored_plans(self, A: _Tensor, B: _Tensor, keep: set[str], next_info, tries: int = 6):
+        """Evaluate the ``tries`` best-estimated plans (and the unsplit fallback) with
+        :func:`map_gemm_all`: ``[(cycles + re-layout penalties, plan)]``, fastest first."""
+        plans, kmodes = self._plans(A, B, keep, next_info)
+        dummies: dict[str, str] = {}
+        scored = []
+        seen = set()
+        chosen = plans[:tries] + [p for p in plans if p[5:8] == (None, None, None)][:1]
+        for est, X, Y, alpha, beta, gm_m, gn_m, gk_m, penalty in chosen:
+            if alpha is None:
+                if X.name not in dummies:
+                    dummies[X.name] = self._dummy()
+                alpha = dummies[X.name]
+            if beta is None:
+                if Y.name not in dummies:
+                    dummies[Y.name] = self._dummy()
+                beta = dummies[Y.name]
+            keep_modes = [m for m in dict.fromkeys(X.modes + Y.modes) if m in keep] + \
+                [m for m in (alpha, beta) if m not in X.modes + Y.modes]
+            xo, yo, oo = self._orders(X, Y, alpha, beta, gm_m, gn_m, gk_m, kmodes, keep_modes, next_info)
+            fixed_x = X.name in self.onchip and X.layout.lane == alpha
+            fixed_y = Y.name in self.onchip and Y.layout.lane == beta
+            key = (X.name, alpha, beta, None if fixed_x else xo, None if fixed_y else yo, oo)
+            if key in seen:
+                continue
+            seen.add(key)
+            la = X.layout if fixed_x else Layout.make(xo, self.sizes, self.L, align=self.align)
+            lb = Y.layout if fixed_y else Layout.make(yo, self.sizes, self.L, align=self.align)
+            lo = Layout.make(oo, self.sizes, self.L, padded=(alpha,), align=self.align)
+            free, ks = self._loops(la, lb, lo, alpha, beta, keep_modes, kmodes)
+            try:
+                mappings = _map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo)
+            except CompileError:
+                continue
+            scored.append((mappings[0].cycles + penalty, len(scored),
+                           dict(X=X, Y=Y, alpha=alpha, beta=beta, xo=None if fixed_x else xo,
+                                yo=None if fixed_y else yo, lo=lo, keep_modes=keep_modes, kmodes=kmodes,
+                                mappings=mappings)))
+        scored.sort(key=lambda c: c[:2])
+        return [(c[0], c[2]) for c in scored]
+
+    def _loops(self, la: Layout, lb: Layout, lo: Layout, alpha, beta, keep_modes, kmodes):
+        sizes = self.sizes
+        L = self.L
+        free: list[Lp] = []
+        ks: list[Lp] = []
+        for m in keep_modes:
+            if m == alpha:
+                free.append(Lp(m, lo.ext[lo.modes.index(m)] // L, la.stride(m), 0, L * lo.stride(m)))
+            elif m == beta:
+                free.append(Lp(m, lb.ext[-1] // L, 0, lb.stride(m), lo.stride(m)))
+            else:
+                free.append(Lp(m, sizes[m], la.stride(m), lb.stride(m), lo.stride(m)))
+        for m in kmodes:
+            ks.append(Lp(m, sizes[m], la.stride(m), lb.stride(m), 0))
+        return free, ks
+
     def _rollback(self, mark) -> None:
         """Drop the host writes of a failed attempt (they are neither executed nor counted)."""
-        nruns, nwrites, dram, top, names = mark
+        nruns, nwrites, stats, top, names, nops = mark
         for name in set(self.onchip) - names:     # placed by the failed attempt: never written
             self.onchip.pop(name).addr = None
         if len(self.runs) == nruns and self.cur is self.runs[-1]:
             del self.cur.writes[nwrites:]
-            self.stats["dram_bytes"] = dram
+            self.stats.update(stats)
             self.top = top
+            del self.host_ops[nops:]
 
     # --- chunking of oversized steps --------------------------------------------------
     def _est_rows(self, modes: Sequence[str], sizes: Mapping[str, int]) -> int:
@@ -553,39 +763,16 @@ class Compiler:
         self.registry[out.name] = out
         return out
 
-    def _evaluate(self, X, Y, alpha, beta, keep, next_info):
-        """Score a role / lane choice: padded MACs, re-layouts now and for the consumer."""
-        sizes = self.sizes
-        L = self.L
-        penalty = 0
-        for t, lane in ((X, alpha), (Y, beta)):
-            if t.name in self.onchip and (lane is None or t.layout.lane != lane):
-                penalty += t.layout.rows * 4
-        out_lane = beta
-        if next_info is not None and out_lane is not None:
-            other, nkeep = next_info
-            if out_lane in other or out_lane not in nkeep:
-                penalty += math.prod(sizes[m] for m in keep) // L * 4
-        union = set(X.modes) | set(Y.modes)
-        padded = 1
-        for m in union:
-            s = sizes.get(m, 1)
-            padded *= _ceil_to(s, L) if m in (alpha, beta) else s
-        if alpha is None:
-            padded *= L
-        if beta is None:
-            padded *= L
-        return (penalty + padded // self.config.macs, 0), X, Y, alpha, beta
-
     def _dummy(self) -> str:
         self.dummies += 1
         name = f"_{self.dummies}"
         self.sizes[name] = 1
         return name
 
-    def _prepare(self, t: _Tensor, lane: str, order_k: set[str]) -> None:
-        """Make ``t`` available on chip with lane mode ``lane`` (host write or re-layout)."""
-        if t.name in self.onchip and t.layout.lane == lane:
+    def _prepare(self, t: _Tensor, lane: str, order: tuple[str, ...] | None) -> None:
+        """Make ``t`` available on chip in ``order`` (``None``: already there; else a host write,
+        or an explicit re-layout through the host if it is on chip with another lane)."""
+        if order is None:
             return
         if t.name in self.onchip:      # lane mismatch: explicit re-layout through the host
             self._ensure_on_host(t)
@@ -596,56 +783,39 @@ class Compiler:
             self.host_ops.append((len(self.runs) - 1, "relayout", (t.name,)))
         if lane not in t.modes:
             t.modes = t.modes + (lane,)
-        layout = Layout.make(self._order(t.modes, lane, order_k), self.sizes, self.L, align=self.align)
-        self._place(t, layout, ())
+        self._place(t, Layout.make(order, self.sizes, self.L, align=self.align), ())
 
-    def _emit(self, label, s_idx, X: _Tensor, Y: _Tensor, alpha, beta, keep, out_name, next_info, final):
+    def _fits(self, rows: Sequence[int]) -> bool:
+        """Would the bump allocator place blocks of ``rows`` in the current half?"""
+        top = self.top
+        for r in rows:
+            top = _ceil_to(top, self.geo.banks) + r
+        return top <= self.geo.unified_half_rows
+
+    def _emit(self, label, s_idx, plan: dict, keep, out_name, final):
         sizes = self.sizes
         L = self.L
-        kmodes = {m for m in X.modes if m in Y.modes and m not in keep}
-        if alpha is None:
-            alpha = self._dummy()
-        if beta is None:
-            beta = self._dummy()
-        # operands must be on chip (their lanes decided); a tensor may be both (never in fetta nets)
-        self._prepare(X, alpha, kmodes)
-        self._prepare(Y, beta, kmodes)
+        X, Y, alpha, beta, lo = plan["X"], plan["Y"], plan["alpha"], plan["beta"], plan["lo"]
+        keep_modes = plan["keep_modes"]
+        for m in set(X.modes) ^ set(Y.modes):
+            if m not in keep_modes and sizes[m] != 1:
+                raise CompileError(f"mode {m} of one operand is summed but has size {sizes[m]}", field="spec")
+        need = [Layout.make(o, sizes, L, align=self.align).rows for o in (plan["xo"], plan["yo"]) if o is not None]
+        if not self._fits(need + [lo.rows]):
+            raise _NoRoom
+        # operands on chip in the plan's layouts (host writes / re-layouts), then the result
+        self._prepare(X, alpha, plan["xo"])
+        self._prepare(Y, beta, plan["yo"])
         la, lb = X.layout, Y.layout
-        keep_modes = [m for m in dict.fromkeys(X.modes + Y.modes) if m in keep or m in (alpha, beta)]
-        next_k = set()
-        if next_info is not None:
-            other, nkeep = next_info
-            next_k = {m for m in keep_modes if m in other and m not in nkeep}
-        out_order = self._order(keep_modes, beta, next_k)
-        lo = Layout.make(out_order, sizes, L, padded=(alpha,), align=self.align)
         out = _Tensor(out_name, tuple(keep_modes))
         addr = self._alloc(lo.rows)
         if addr is None:
             raise _NoRoom
         out.layout, out.addr = lo, addr
-        # loops
-        free: list[Lp] = []
-        ks: list[Lp] = []
-        for m in keep_modes:
-            if m == alpha:
-                free.append(Lp(m, lo.ext[lo.modes.index(m)] // L, la.stride(m), 0, L * lo.stride(m)))
-            elif m == beta:
-                free.append(Lp(m, lb.ext[-1] // L, 0, lb.stride(m), lo.stride(m)))
-            else:
-                free.append(Lp(m, sizes[m], la.stride(m), lb.stride(m), lo.stride(m)))
-        for m in sorted(kmodes):
-            ks.append(Lp(m, sizes[m], la.stride(m), lb.stride(m), 0))
-        for m in set(X.modes) ^ set(Y.modes):
-            if m not in keep_modes and sizes[m] != 1:
-                raise CompileError(f"mode {m} of one operand is summed but has size {sizes[m]}", field="spec")
+        # the plan's mappings passed with bases 0; the actual bases can still fail (the network
+        # routing depends on the bank of each address): the fastest whose instructions all pass
         instrs = None
-        # the template passed with bases 0; the actual bases can still fail (e.g. network routing
-        # depends on the bank of each address): take the fastest mapping whose instructions all pass
-        try:
-            mappings = map_gemm_all(free, ks, lo.stride(alpha), self.geo)
-        except CompileError:
-            raise _NoAccum from None
-        for mp in mappings:
+        for mp in plan["mappings"]:
             instrs = self._instructions(mp, la_addr(X), la_addr(Y), addr)
             if instrs is not None:
                 break
@@ -663,7 +833,7 @@ class Compiler:
             rows = i.L0 * i.L1 * (i.K * reads + writes)
             self.stats["onchip_bytes"] += rows * L * self.elem_bytes
         self.steps.append(StepRecord(label, s_idx, X.modes, Y.modes, tuple(keep_modes),
-                                     f"A={X.name} B={Y.name}", mp.grid, len(instrs), macs, mp.cycles, out_order))
+                                     f"A={X.name} B={Y.name}", mp.grid, len(instrs), macs, mp.cycles, lo.modes))
         self.onchip[out.name] = out
         self.registry[out.name] = out
         if final:
@@ -725,7 +895,7 @@ class Compiler:
             info = None
             if me in consumer:
                 csi, other = consumer[me]
-                info = (set(step_modes[other]), set(steps[csi].out_modes))
+                info = (set(step_modes[other]), set(steps[csi].out_modes), live.get(other))
             final = si == len(steps) - 1
             result = self.step(net.label, si, A, B, keep, f"{prefix}.t{me}", info, final)
             live[me] = result
@@ -759,6 +929,31 @@ def default_paths(nets: Sequence[Network]) -> dict[str, list[list[int]]]:
     return {n.label: best_path(n) for n in nets}
 
 
+def split_modes(net: Network, lanes: int) -> Network:
+    """The same network with every mode of size ``s > lanes``, ``s % lanes == 0``, reshaped into
+    two modes ``<m>~h`` (``s / lanes``) and ``<m>~l`` (``lanes``), row-major (``i = h * lanes + l``).
+
+    A reshape of every tensor, free for the host (no data moves) and invisible in the results
+    (split modes stay adjacent in the output). It gives every tensor lane-sized modes: a lane of
+    exactly ``lanes`` values (no padding, one block) and small loops the compiler can split over
+    the CE grid with the low bank bits (see :meth:`Compiler._plans`)."""
+    split = {m: (f"{m}~h", f"{m}~l") for m, s in net.sizes.items() if s > lanes and s % lanes == 0}
+    if not split:
+        return net
+
+    def ren(modes: Sequence[str]) -> tuple[str, ...]:
+        return tuple(x for m in modes for x in split.get(m, (m,)))
+
+    sizes: dict[str, int] = {}
+    for m, s in net.sizes.items():
+        if m in split:
+            sizes[split[m][0]], sizes[split[m][1]] = s // lanes, lanes
+        else:
+            sizes[m] = s
+    return replace(net, inputs=tuple(Operand(op.name, ren(op.modes)) for op in net.inputs),
+                   output=ren(net.output), sizes=sizes)
+
+
 def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, ...], int]]:
     """(input names, modes, SSA id) of every intermediate of ``path``."""
     n = len(net.inputs)
@@ -789,6 +984,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     input_modes: dict[str, tuple[str, ...]] = {}
     for ph in phases:
         for net in phase_networks(spec, ph):
+            net = split_modes(net, config.lanes)
             for op in net.inputs:
                 if op.name not in tensors:
                     input_modes[op.name] = op.modes

@@ -32,6 +32,7 @@ addresses of instructions are within the active ping-pong half.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Iterable, Sequence
@@ -282,24 +283,36 @@ def with_routes(ins: Instr, ports: int) -> Instr:
     temporal address in (section V-D). Reduction: group ``g`` (CEs ``g*gk ..``) summed
     into port ``g*gk`` (:func:`gen.routing.route_red`, bank index 0).
     """
-    from .routing import RoutingError, route_dist, route_red
-
     if ins.opcode != Opcode.GEMM or ports > NET_WORD_BITS // 4 or ins.gm * ins.gn * ins.gk > ports:
         return ins
     ces = ins.gm * ins.gn * ins.gk
     words = {}
     for op in ("a", "b"):
-        src = [o % ports for o in ce_offsets(ins, op)] + [None] * (ports - ces)
-        try:
-            words[f"{op}_sel"] = route_dist(ports, src).port_value()
-        except RoutingError:
-            words[f"{op}_sel"] = 0
-    gk = ins.gk
-    try:
-        words["red_mode"] = route_red(ports, [(g * gk, gk, g * gk) for g in range(ces // gk)]).port_value()
-    except RoutingError:
-        words["red_mode"] = 0
+        words[f"{op}_sel"] = _dist_word(ports, tuple(o % ports for o in ce_offsets(ins, op)))
+    words["red_mode"] = _red_word(ports, ces, ins.gk)
     return replace(ins, **words)
+
+
+@functools.lru_cache(maxsize=4096)
+def _dist_word(ports: int, offsets: tuple[int, ...]) -> int:
+    """Distribution control word delivering bank ``offsets[c]`` to CE ``c`` (0: not routable)."""
+    from .routing import RoutingError, route_dist
+
+    try:
+        return route_dist(ports, list(offsets) + [None] * (ports - len(offsets))).port_value()
+    except RoutingError:
+        return 0
+
+
+@functools.lru_cache(maxsize=256)
+def _red_word(ports: int, ces: int, gk: int) -> int:
+    """Reduction control word summing the groups of ``gk`` CEs into port ``g*gk`` (0: not routable)."""
+    from .routing import RoutingError, route_red
+
+    try:
+        return route_red(ports, [(g * gk, gk, g * gk) for g in range(ces // gk)]).port_value()
+    except RoutingError:
+        return 0
 
 
 def load(*, src: int, dst: int, chunks: int, src_stride: int = 1, dst_stride: int = 1) -> Instr:
