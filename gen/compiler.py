@@ -373,6 +373,15 @@ class Program:
     reused: dict[str, list[str]] = field(default_factory=dict)
     #: host-store inputs: npz key -> modes
     input_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: host-store inputs: npz key -> (size, padded size) per axis of the npz array (``split_modes``)
+    input_pads: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    #: modes zero-padded to a multiple of ``lanes`` (:func:`split_modes`)
+    padded: bool = False
+
+    @property
+    def est_cycles(self) -> int:
+        """The compiler's cycle estimate: instruction timing of every step plus host re-layouts."""
+        return sum(s.est_cycles for s in self.steps) + self.relayout_cycles
 
 
 # --------------------------------------------------------------------------------
@@ -413,6 +422,8 @@ class Compiler:
         self.dummies = 0
         self.cur: Run | None = None
         self.registry: dict[str, _Tensor] = {}
+        #: real (unpadded) extents of padded split modes, see :meth:`_useful`
+        self.useful: dict[str, float] = {}
         #: tensors read back when a segment closes: saved intermediates and the live operands
         self.keep: set[str] = set()
         self.live: set[str] = set()
@@ -707,7 +718,10 @@ class Compiler:
         budget = int(self.geo.unified_half_rows * 0.9)
         arows = lambda t, ms, sz: self._est_rows(ms, sz)  # noqa: E731
         best = None
-        for m in out_modes:
+        # the low halves of split modes (``~l``, lane-sized) only as a last resort: cutting them
+        # leaves lanes of 1-2 values (padding) and multiplies the pieces
+        lows = [m for m in out_modes if m.split("@")[0].endswith("~l")]
+        for m in [m for m in out_modes if m not in lows] or lows:
             if sizes[m] < 2:
                 continue
             for c in range(2, sizes[m] + 1):
@@ -762,6 +776,20 @@ class Compiler:
                                                         tuple((r.name, pm) for r, pm in parts))))
         self.registry[out.name] = out
         return out
+
+    def _useful(self, m: str) -> float:
+        """Extent of mode ``m`` without the zero padding of :func:`split_modes` (a fraction for the
+        ``~h`` half of a padded mode: the two halves multiply to the real size)."""
+        if m in self.useful:
+            return self.useful[m]
+        base, _, rng = m.partition("@")
+        if rng and base in self.useful:          # a chunk piece lo:hi of a split half
+            lo, hi = (int(x) for x in rng.split(":"))
+            if base.endswith("~h"):
+                real = self.useful[base] * self.L       # values of the original mode
+                return max(0.0, min(hi * self.L, real) - lo * self.L) / self.L
+            return (hi - lo) * self.useful[base] / self.sizes[base]
+        return self.sizes[m]
 
     def _dummy(self) -> str:
         self.dummies += 1
@@ -822,7 +850,7 @@ class Compiler:
         if instrs is None:
             raise CompileError(f"no mapping of step {s_idx} of {label} passes the ISA checks", field="program")
         self._add_instrs(instrs)
-        macs = math.prod(sizes[m] for m in set(X.modes) | set(Y.modes))
+        macs = round(math.prod(self._useful(m) for m in set(X.modes) | set(Y.modes)))
         tcu = sum(gemm_macs(i, self.geo) for i in instrs)
         self.stats["macs"] += macs
         self.stats["padded_macs"] += tcu
@@ -929,29 +957,50 @@ def default_paths(nets: Sequence[Network]) -> dict[str, list[list[int]]]:
     return {n.label: best_path(n) for n in nets}
 
 
-def split_modes(net: Network, lanes: int) -> Network:
-    """The same network with every mode of size ``s > lanes``, ``s % lanes == 0``, reshaped into
-    two modes ``<m>~h`` (``s / lanes``) and ``<m>~l`` (``lanes``), row-major (``i = h * lanes + l``).
+#: a mode that is not a multiple of ``lanes`` is zero-padded to one (and split) if that adds at most this
+PAD_WASTE = 0.25
+
+
+def padded_size(size: int, lanes: int, pad: bool = True) -> int:
+    """The extent :func:`split_modes` gives a mode of ``size`` (itself, or padded to a multiple of ``lanes``)."""
+    p = _ceil_to(size, lanes)
+    return p if pad and size > lanes and p != size and (p - size) <= PAD_WASTE * size else size
+
+
+def split_modes(net: Network, lanes: int, pad: bool = True) -> Network:
+    """The same network with every mode of size ``s > lanes`` that is a multiple of ``lanes`` (or
+    becomes one by zero padding that adds at most :data:`PAD_WASTE`, e.g. 10 -> 12, 30 -> 32) reshaped
+    into two modes ``<m>~h`` (``s / lanes``) and ``<m>~l`` (``lanes``), row-major (``i = h * lanes + l``).
 
     A reshape of every tensor, free for the host (no data moves) and invisible in the results
-    (split modes stay adjacent in the output). It gives every tensor lane-sized modes: a lane of
-    exactly ``lanes`` values (no padding, one block) and small loops the compiler can split over
-    the CE grid with the low bank bits (see :meth:`Compiler._plans`)."""
-    split = {m: (f"{m}~h", f"{m}~l") for m, s in net.sizes.items() if s > lanes and s % lanes == 0}
+    (split modes stay adjacent in the output; padding is cropped). It gives every tensor
+    lane-sized modes: a lane of exactly ``lanes`` values (one block, no padding) and small loops
+    the compiler can split over the CE grid with the low bank bits (:meth:`Compiler._plans`).
+    Zero padding is exact: every padded index of a result multiplies a zero of some input."""
+    split = {}
+    for m, sz in net.sizes.items():
+        p = padded_size(sz, lanes, pad)
+        if p > lanes and p % lanes == 0:
+            split[m] = (f"{m}~h", f"{m}~l", p)
     if not split:
         return net
 
     def ren(modes: Sequence[str]) -> tuple[str, ...]:
-        return tuple(x for m in modes for x in split.get(m, (m,)))
+        return tuple(x for m in modes for x in (split[m][:2] if m in split else (m,)))
 
     sizes: dict[str, int] = {}
-    for m, s in net.sizes.items():
+    for m, sz in net.sizes.items():
         if m in split:
-            sizes[split[m][0]], sizes[split[m][1]] = s // lanes, lanes
+            h, lo, p = split[m]
+            sizes[h], sizes[lo] = p // lanes, lanes
         else:
-            sizes[m] = s
+            sizes[m] = sz
     return replace(net, inputs=tuple(Operand(op.name, ren(op.modes)) for op in net.inputs),
                    output=ren(net.output), sizes=sizes)
+
+
+def _useful_split(m: str, size: int, lanes: int) -> dict[str, float]:
+    return {f"{m}~h": size / lanes, f"{m}~l": float(lanes)}
 
 
 def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, ...], int]]:
@@ -966,12 +1015,25 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 
 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
-                  reuse: bool = True, align: bool = False) -> Program:
+                  reuse: bool = True, align: bool = False, pad: bool | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
+    ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
+    both ways when padding would change anything and keeps the program with fewer estimated
+    cycles (padding costs MACs and memory, and can force chunking).
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
-    NOT to help on its own (ATIS TT train: more cycles), so compact layouts stay the default -
-    see ``docs/compiler.md`` (section on the CE grid) for why and what is needed instead."""
+    NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
+    if pad is None:
+        progs = [_compile_layer(spec, phase, config, paths, reuse, align, False)]
+        phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
+        if any(padded_size(sz, config.lanes) != sz for ph in phases for net in phase_networks(spec, ph)
+               for sz in net.sizes.values()):
+            progs.append(_compile_layer(spec, phase, config, paths, reuse, align, True))
+        return min(progs, key=lambda p: p.est_cycles)
+    return _compile_layer(spec, phase, config, paths, reuse, align, pad)
+
+
+def _compile_layer(spec, phase, config, paths, reuse, align, pad) -> Program:
     from .search import best_path
 
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
@@ -982,18 +1044,26 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []
     reused: dict[str, list[str]] = {}
     input_modes: dict[str, tuple[str, ...]] = {}
+    input_pads: dict[str, tuple[tuple[int, int], ...]] = {}
     for ph in phases:
         for net in phase_networks(spec, ph):
-            net = split_modes(net, config.lanes)
+            orig = net
+            net = split_modes(net, config.lanes, pad)
+            for m, sz in orig.sizes.items():
+                if padded_size(sz, config.lanes, pad) != sz:
+                    comp.useful.update(_useful_split(m, sz, config.lanes))
             for op in net.inputs:
                 if op.name not in tensors:
                     input_modes[op.name] = op.modes
+                    oop = orig.inputs[[o.name for o in orig.inputs].index(op.name)]
+                    input_pads[op.name] = tuple((sz, padded_size(sz, config.lanes, pad))
+                                                for sz in orig.shape(oop))
                     t = _Tensor(op.name, op.modes)
                     t.on_host = True
                     tensors[op.name] = t
             path = None if paths is None else paths.get(net.label)
             if path is None:
-                path = best_path(net)
+                path = best_path(orig)      # the MAC-optimal path of the real (unpadded) network
             run_net = net
             names = [op.name for op in net.inputs]
             if ph == "wg" and reuse and phase == "train" and saved:
@@ -1006,7 +1076,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                 comp.keep |= {f"{prefix}.t{sid}" for _, _, sid in _saved_subsets(net, path)[:-1]}
             out = comp.network(run_net, path, tensors, prefix)
             used_paths[net.label] = [list(p) for p in path]
-            results.setdefault(net.target, []).append((out.name, out.modes, net.result_shape, net.output))
+            crop = tuple((orig.sizes[m], padded_size(orig.sizes[m], config.lanes, pad)) for m in orig.output)
+            results.setdefault(net.target, []).append((out.name, out.modes, net.result_shape, net.output, crop))
             if phase == "train" and ph in ("fp", "bp") and net.terms == 1:
                 for s, modes, sid in _saved_subsets(net, path)[:-1]:
                     name = f"{prefix}.t{sid}"
@@ -1020,7 +1091,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                    relayout_cycles=st["relayout_cycles"], dram_bytes=st["dram_bytes"],
                    onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"], paths=used_paths,
                    chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"],
-                   reused=reused, input_modes=input_modes)
+                   reused=reused, input_modes=input_modes, input_pads=input_pads, padded=pad)
 
 
 def _with_saved(net: Network, path, saved, tensors):
@@ -1101,9 +1172,13 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
 
     emu = Emulator(config)
     sizes = prog.sizes
-    store: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {
-        name: (np.asarray(inputs[name], np.float32).reshape([sizes[m] for m in modes]), modes)
-        for name, modes in prog.input_modes.items()}
+    store: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {}
+    for name, modes in prog.input_modes.items():
+        arr = np.asarray(inputs[name], np.float32)
+        pads = prog.input_pads.get(name)
+        if pads:
+            arr = np.pad(arr.reshape([s for s, _ in pads]), [(0, p - s) for s, p in pads])
+        store[name] = (arr.reshape([sizes[m] for m in modes]), modes)
     jobs = []
     trace = []
     cycles = tcu = 0
@@ -1141,13 +1216,14 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
     results = {}
     for target, parts in prog.results.items():
         total = None
-        for name, modes, shape, output in parts:
+        for name, modes, shape, output, crop in parts:
             arr, amodes = store[name]
             # drop dummy modes (size 1, index 0)
             idx = tuple(0 if m.startswith("_") else slice(None) for m in amodes)
             arr = arr[idx]
             amodes = tuple(m for m in amodes if not m.startswith("_"))
-            arr = np.transpose(arr, [amodes.index(m) for m in output]).astype(np.float64).reshape(shape)
+            arr = np.transpose(arr, [amodes.index(m) for m in output]).astype(np.float64)
+            arr = arr.reshape([p for _, p in crop])[tuple(slice(0, s) for s, _ in crop)].reshape(shape)
             total = arr if total is None else total + arr
         results[target] = total
     return Execution(results, cycles + prog.relayout_cycles, tcu, len(prog.runs), trace, jobs)
