@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     config = FettaConfig()
     lines = ["| layer | phase | cycles | MACs | utilization | on-chip KiB | DRAM KiB | re-layouts (KiB) | runs | "
-             "max rel. err | emulator s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "max rel. err | compile + emulator s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in args.layers.split(","):
         spec = load_spec(HERE / "layers" / f"{name}.json")
         for phase in args.phases.split(","):
