@@ -343,22 +343,32 @@ PAPER_TABLE3: dict[str, tuple[float, float, float, float]] = {
 }
 
 #: Table III row -> candidate ``hdl.TOPS`` names, first registered one wins, and how many
-#: instances the accelerator has of it (a callable of the config). ``Others`` is the whole
-#: accelerator minus every other row when ``fetta`` is registered, else the controller alone.
+#: instances the accelerator has of it (a callable of the config). ``Others`` is the
+#: ``controller`` top (hdl/others.py: the accelerator with the blocks of the other rows
+#: stubbed out); without it, the whole accelerator minus every other row when ``fetta``
+#: was synthesized. The memory rows are SRAM macros (from the geometry or the whole
+#: accelerator) plus the logic of their block, if one is registered (``accum_unit``).
 TABLE3_BLOCKS: dict[str, tuple[tuple[str, ...], Any]] = {
     "CE Array": (("tcu", "ce_array"), lambda c: 1),
     "CE Array/ce": (("ce",), lambda c: c.num_ces),
     "Redu Network": (("red_net", "reduction_network"), lambda c: 1),
-    "Dist. Network": (("dist_net", "distribution_network"), lambda c: 1),
+    "Dist. Network": (("dist_net", "distribution_network"), lambda c: 2),  # IA and IB (hdl/tcu.py)
     "Vector Unit": (("vector_unit", "vector", "vu"), lambda c: 1),
     "Unified Mem.": (("unified_mem", "unified_memory", "umem"), lambda c: 1),
-    "Accumulator": (("accumulator", "accum", "acc_unit"), lambda c: 1),
+    "Accumulator": (("accum_unit", "accumulator", "acc_unit"), lambda c: 1),
     "Others": (("controller", "ctrl"), lambda c: 1),
 }
 
 
 #: Table III memory rows -> name prefixes of the whole accelerator's SRAM macros
 MEMORY_ROWS: dict[str, tuple[str, ...]] = {"Unified Mem.": ("umem",), "Accumulator": ("amem",)}
+
+
+def memory_row(name: str) -> str | None:
+    """Table III memory row of an SRAM macro by its hierarchical name (``umem.bank0_half1``,
+    ``core.amem.bank3``), or None (e.g. the instruction memory ``imem``, part of Others)."""
+    parts = name.split(".")
+    return next((row for row, prefixes in MEMORY_ROWS.items() if any(p in prefixes for p in parts)), None)
 
 
 def config_memories(config) -> dict[str, list[MemoryMacro]]:
@@ -400,30 +410,50 @@ def table3(config, results: Mapping[str, SynthResult], plan: Mapping[str, tuple[
     """Table III-shaped report: per row our area (GE, logic and SRAM) and share, beside the paper's.
 
     ``results`` maps block names to their synthesis; ``total`` is the whole accelerator
-    (``fetta`` top) when registered: then ``Others`` = total - sum of the rows, and the
-    shares are of the total; otherwise shares are of the sum of the rows found.
+    (``fetta`` top) when it was synthesized. The memory rows are SRAM macros (``total``'s
+    by name, else the configuration's geometry) plus the logic of their block if the
+    plan names one; a block's own SRAM macros of a memory row are not counted again
+    (only others, such as the controller's instruction memory). ``Others`` is its block
+    (``controller``) when measured: then the total is the sum of the rows and ``total``
+    is only compared (``whole_area``). Without it, ``Others`` = ``total`` - the rows and
+    the shares are of ``total``; with neither, ``Others`` is empty and the shares are of
+    the rows found.
     """
     rows: list[dict[str, Any]] = []
     summed = 0.0
+
+    def own_sram(r: SynthResult) -> list[MemoryMacro]:
+        return [mm for mm in r.memories if memory_row(mm.name) is None]
+
     for row in PAPER_TABLE3:
         entry: dict[str, Any] = {"block": row, "paper_area_um2": PAPER_TABLE3[row][2],
                                  "paper_area_share": PAPER_TABLE3[row][3], "paper_power_share": PAPER_TABLE3[row][1]}
         which = plan.get(row)
-        if which is None and row in MEMORY_ROWS:
+        if row in MEMORY_ROWS:
             if total is not None:
-                mems = [m for m in total.memories if m.name.split(".")[0] in MEMORY_ROWS[row]]
+                mems = [mm for mm in total.memories if memory_row(mm.name) == row]
                 src = "fetta SRAM macros"
             else:
                 mems = config_memories(config)[row]
                 src = "SRAM macros of the configuration"
-            area = sum(m.transistors for m in mems) / TRANSISTORS_PER_GE
+            area = sum(mm.transistors for mm in mems) / TRANSISTORS_PER_GE
             entry.update(top=src, instances=len(mems), cells=0, flip_flops=0, logic_area=0.0,
-                         sram_bits=sum(m.bits for m in mems), area=area,
+                         sram_bits=sum(mm.bits for mm in mems), area=area,
                          note="SRAM cells only; the memories' address and data logic is in Others")
-            summed += area
+            if which is not None and which[0] in results:
+                r, n = results[which[0]], which[1]
+                extra = sum(mm.transistors for mm in own_sram(r)) / TRANSISTORS_PER_GE
+                entry.update(top=f"{src} + {which[0]}", logic_top=which[0], cells=r.cells * n,
+                             flip_flops=r.flip_flops * n, logic_area=r.logic_ge * n,
+                             sram_bits=entry["sram_bits"] + sum(mm.bits for mm in own_sram(r)) * n,
+                             area=area + (r.logic_ge + extra) * n,
+                             note=f"SRAM macros plus the logic of {which[0]} (x{n}); address muxes in Others")
+            elif which is not None:
+                entry["note"] = f"SRAM cells only ({which[0]} not synthesized)"
+            summed += entry["area"]
             rows.append(entry)
             continue
-        if row == "Others" and total is not None:
+        if row == "Others" and total is not None and (which is None or which[0] not in results):
             entry.update(top="fetta (rest)", instances=1)
             rows.append(entry)
             continue
@@ -434,24 +464,31 @@ def table3(config, results: Mapping[str, SynthResult], plan: Mapping[str, tuple[
             continue
         name, n = which
         r = results[name]
+        mine = own_sram(r)
+        area = (r.logic_ge + sum(mm.transistors for mm in mine) / TRANSISTORS_PER_GE) * n
         entry.update(top=name, instances=n, cells=r.cells * n, flip_flops=r.flip_flops * n,
-                     logic_area=r.logic_ge * n, sram_bits=r.sram_bits * n, area=r.area_ge * n)
-        summed += r.area_ge * n
+                     logic_area=r.logic_ge * n, sram_bits=sum(mm.bits for mm in mine) * n, area=area)
+        if mine:
+            entry["note"] = "logic + " + ", ".join(f"{mm.name.split('.')[-1]} {mm.width}x{mm.depth}" for mm in mine)
+        summed += area
         rows.append(entry)
-    if total is not None:
+    others = next(e for e in rows if e["block"] == "Others")
+    whole = None
+    if others.get("top") == "fetta (rest)":
         rest = total.area_ge - summed
-        for e in rows:
-            if e["block"] == "Others":
-                e.update(area=rest, cells=None, sram_bits=None,
-                         note="whole accelerator minus the rows above (controller, glue)")
-        denom = total.area_ge
+        others.update(area=rest, cells=None, sram_bits=None,
+                      note="whole accelerator minus the rows above (controller, glue)")
+        denom, source = total.area_ge, "fetta"
     else:
-        denom = summed
+        complete = all(e.get("area") is not None for e in rows)
+        denom, source = summed, "sum of the rows" if complete else "sum of the rows found"
+        whole = total.area_ge if total is not None else None
     for e in rows:
         a = e.get("area")
         e["area_share"] = (100.0 * a / denom) if (a is not None and denom) else None
     return {"rows": rows, "total_area": denom, "area_unit": "GE (NAND2 = 4 CMOS transistors)",
-            "total_source": "fetta" if total is not None else "sum of the rows found",
+            "total_source": source, "whole_area": whole,
+            "total_cells": sum(e.get("cells") or 0 for e in rows) if source != "fetta" else total.cells,
             "config": config.to_dict()}
 
 
@@ -469,5 +506,10 @@ def format_table3(report: Mapping[str, Any]) -> str:
         share = f"{e['area_share']:.2f}%" if e.get("area_share") is not None else "—"
         out.append(f"| {e['block']} | {top} | {cells} | {bits} | {area} | {share} | "
                    f"{e['paper_area_um2']:,.2f} | {e['paper_area_share']:.2f}% |")
-    out.append(f"| Total | {report['total_source']} | | | {report['total_area']:,.0f} | 100% | 189,393.49 | 100% |")
+    cells = f"{report['total_cells']:,}" if report.get("total_cells") else ""
+    out.append(f"| Total | {report['total_source']} | {cells} | | {report['total_area']:,.0f} | 100% | "
+               "189,393.49 | 100% |")
+    if report.get("whole_area") is not None:
+        out.append(f"| (whole `fetta`, one netlist) | fetta | | | {report['whole_area']:,.0f} | "
+                   f"{100.0 * report['whole_area'] / report['total_area']:.1f}% | | |")
     return "\n".join(out)

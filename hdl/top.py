@@ -54,8 +54,17 @@ from .vector import VectorUnit, vec_rows
 ADDR = 24
 
 
+#: sub-blocks :class:`Fetta` instantiates, by ``parts`` key (each called with the configuration)
+PARTS = {"umem": UnifiedMemory, "amem": AccumMemory, "tcu": TCU, "vector": VectorUnit,
+         "accadd": AccumAdd, "narrow": Narrow, "widen": Widen}
+
+
 class Fetta(wiring.Component):
-    def __init__(self, config: FettaConfig):
+    """The accelerator (ports above). ``parts`` replaces sub-blocks of :data:`PARTS` by
+    factories of components with the same ports (:mod:`hdl.others` uses stubs to synthesize
+    the controller on its own); by default the real blocks, and nothing else changes."""
+
+    def __init__(self, config: FettaConfig, *, parts=None):
         from gen.gemm import check_config
 
         check_config(config)
@@ -63,6 +72,10 @@ class Fetta(wiring.Component):
         vec_rows(config)
         self._cfg = config
         self._geo = Geometry.of(config)
+        unknown = sorted(set(parts or {}) - set(PARTS))
+        if unknown:
+            raise ValueError(f"unknown parts {unknown} (known: {sorted(PARTS)})")
+        self._parts = {**PARTS, **(parts or {})}
         AW = config.lanes * config.acc_bits
         super().__init__({
             "host_sel": In(1), "host_half": In(1), "host_addr": In(32), "host_we": In(1), "host_re": In(1),
@@ -80,9 +93,10 @@ class Fetta(wiring.Component):
         lb = B.bit_length() - 1
         RW, AW = L * cfg.elem_bits, L * cfg.acc_bits
 
-        m.submodules.umem = umem = UnifiedMemory(cfg)
-        m.submodules.amem = amem = AccumMemory(cfg)
-        m.submodules.tcu = tcu = TCU(cfg)
+        P = self._parts
+        m.submodules.umem = umem = P["umem"](cfg)
+        m.submodules.amem = amem = P["amem"](cfg)
+        m.submodules.tcu = tcu = P["tcu"](cfg)
         m.submodules.dec = dec = Decoder(cfg)
         imem = Memory(shape=unsigned(INSTR_BITS), depth=cfg.imem_depth, init=[])
         m.submodules.imem = imem
@@ -235,7 +249,7 @@ class Fetta(wiring.Component):
         m.d.sync += [v1.eq(vecing), v1_last.eq(vecing & (vcnt == K - 1)), v2.eq(v1), v2_last.eq(v1_last)]
         for j in range(V):
             m.d.sync += [vu_q[j].eq(vu[j]), va_q[j].eq(va[j]), va_q2[j].eq(va_q[j])]
-        m.submodules.vector = vu_unit = VectorUnit(cfg, lanes=V * L)
+        m.submodules.vector = vu_unit = P["vector"](cfg, lanes=V * L)
         m.d.comb += [vu_unit.op.eq(F["mode"][:2]), vu_unit.scalar.eq(F["scalar"]), vu_unit.valid.eq(v1)]
         for j in range(V):
             vx = Signal(RW, name=f"vec_x{j}")
@@ -326,14 +340,14 @@ class Fetta(wiring.Component):
         wb_flag = F["flags"][1]
         new = []
         for g in range(E):
-            m.submodules[f"accadd{g}"] = add = AccumAdd(cfg)
+            m.submodules[f"accadd{g}"] = add = P["accadd"](cfg)
             old = Signal(AW, name=f"acc_old{g}")
             with m.Switch(bank(w_addr[g])):
                 for b in range(B):
                     with m.Case(b):
                         m.d.comb += old.eq(acc_rd[b])
             m.d.comb += [add.old.eq(old), add.psum.eq(w_psum[g]), add.acc.eq(w_acc)]
-            m.submodules[f"narrow{g}"] = nar = Narrow(cfg)
+            m.submodules[f"narrow{g}"] = nar = P["narrow"](cfg)
             m.d.comb += nar.a.eq(add.o)
             new.append((add.o, nar.o))
         # STORE: accumulation rows -> narrow -> unified; LOAD: unified -> widen -> accumulation
@@ -345,7 +359,7 @@ class Fetta(wiring.Component):
                 for b in range(B):
                     with m.Case(b):
                         m.d.comb += src.eq(acc_rd[b])
-            m.submodules[f"mv_narrow{j}"] = nar = Narrow(cfg)
+            m.submodules[f"mv_narrow{j}"] = nar = P["narrow"](cfg)
             m.d.comb += nar.a.eq(src)
             mv_narrow.append(nar.o)
             usrc = Signal(RW, name=f"mv_u_src{j}")
@@ -353,7 +367,7 @@ class Fetta(wiring.Component):
                 for b in range(B):
                     with m.Case(b):
                         m.d.comb += usrc.eq(umem.ia_data[b])
-            m.submodules[f"mv_widen{j}"] = wid = Widen(cfg)
+            m.submodules[f"mv_widen{j}"] = wid = P["widen"](cfg)
             m.d.comb += wid.a.eq(usrc)
             mv_widen.append(wid.o)
 

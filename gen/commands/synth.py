@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fpga-target", default="ulx3s-85f", help="FPGA target (default: ulx3s-85f, LFE5U-85F)")
     p.add_argument("--fpga-only", action="store_true", help="with --top: only the FPGA flow")
     p.add_argument("--no-whole", action="store_true",
-                   help="Table III from the blocks only: skip the whole accelerator (its Others row stays empty)")
+                   help="Table III from the blocks only: skip the whole accelerator (only a cross-check of the "
+                        "sum of the rows once `controller` gives the Others row)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="limit of one tool run (seconds)")
     p.add_argument("-j", "--jobs", type=int, default=2, help="blocks synthesized in parallel (default 2)")
     p.add_argument("--no-cache", action="store_true", help="redo runs even if an identical one is cached")
@@ -100,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
                 advance(1)
     total = results.get(hdl.DEFAULT_TOP)
     report = table3(config, results, plan, total)
-    out = {"cells": total.cells if total else sum(e.get("cells") or 0 for e in report["rows"]),
+    out = {"cells": report["total_cells"],
            "area": round(report["total_area"], 1), "area_unit": report["area_unit"],
            "blocks": {n: r.to_dict() for n, r in results.items()}, "errors": errors, "table3": report}
     fres = []
