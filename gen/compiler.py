@@ -203,11 +203,6 @@ def _map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geomet
     return tuple(map_gemm_all(list(free), list(ks), o_sk, geo))
 
 
-def map_gemm(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> Mapping_:
-    """Choose grid, loop levels and unrolling of one step (fastest that passes :func:`check`)."""
-    return map_gemm_all(free, ks, o_sk, geo)[0]
-
-
 def _banks_ok(m: Mapping_, banks: int) -> bool:
     """Necessary conditions of :func:`gen.isa.check` on a mapping, cheap: the spatial offsets of
     IA / IB are distinct banks (or the same row) in the low bank bits, every temporal and unrolled
@@ -375,8 +370,6 @@ class Program:
     input_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: host-store inputs: npz key -> (size, padded size) per axis of the npz array (``split_modes``)
     input_pads: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
-    #: modes zero-padded to a multiple of ``lanes`` (:func:`split_modes`)
-    padded: bool = False
 
     @property
     def est_cycles(self) -> int:
@@ -1091,7 +1084,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad) -> Program:
                    relayout_cycles=st["relayout_cycles"], dram_bytes=st["dram_bytes"],
                    onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"], paths=used_paths,
                    chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"],
-                   reused=reused, input_modes=input_modes, input_pads=input_pads, padded=pad)
+                   reused=reused, input_modes=input_modes, input_pads=input_pads)
 
 
 def _with_saved(net: Network, path, saved, tensors):
@@ -1229,7 +1222,7 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
     return Execution(results, cycles + prog.relayout_cycles, tcu, len(prog.runs), trace, jobs)
 
 
-__all__ = ["CompileError", "Layout", "Program", "Run", "Compiler", "compile_layer", "execute", "map_gemm",
+__all__ = ["CompileError", "Layout", "Program", "Run", "Compiler", "compile_layer", "execute", "map_gemm_all",
            "default_paths"]
 
 

@@ -69,6 +69,15 @@ def _flat_ports(prefix: str, component, flip: bool) -> list[tuple[str, object, o
     return out
 
 
+def _forward(m: Module, comp, ports) -> None:
+    """Connect ``comp``'s own ports to the inner ``value``s: an input drives the value, an output
+    is driven by it (for flipped stub ports: a stub's input is read out, its output is driven
+    from outside)."""
+    for name, member, value in ports:
+        mine = getattr(comp, name)
+        m.d.comb += value.eq(mine) if member.flow == wiring.In else mine.eq(value)
+
+
 class Controller(wiring.Component):
     """The accelerator without the blocks of :data:`STUBBED` (module docstring)."""
 
@@ -115,19 +124,7 @@ class Controller(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.core = self._core
-        for name, member, value in self._own:
-            mine = getattr(self, name)
-            if member.flow == wiring.In:
-                m.d.comb += value.eq(mine)
-            else:
-                m.d.comb += mine.eq(value)
-        # flipped: a stub's input is read out, its output is driven from outside
-        for name, member, value in self._stub_ports:
-            mine = getattr(self, name)
-            if member.flow == wiring.Out:
-                m.d.comb += mine.eq(value)
-            else:
-                m.d.comb += value.eq(mine)
+        _forward(m, self, self._own + self._stub_ports)
         return m
 
 
@@ -149,12 +146,7 @@ class AccumUnit(wiring.Component):
         m = Module()
         for name, part in self._parts:
             m.submodules[name] = part
-        for name, member, value in self._ports:
-            mine = getattr(self, name)
-            if member.flow == wiring.In:
-                m.d.comb += value.eq(mine)
-            else:
-                m.d.comb += mine.eq(value)
+        _forward(m, self, self._ports)
         return m
 
 
