@@ -195,3 +195,45 @@ def test_default_config_256(sim):
     assert cr == ce
     assert np.array_equal(Yr.view(np.uint32), Ye.view(np.uint32))
     assert plan.macs / (ce * cfg.macs) >= 0.9
+
+
+def _dense_sizes(sim, n, seed=2026):
+    """Random (batch, K, N) up to 256 each; on Icarus (~30 cycles/s on the default design) the
+    product is capped so a run stays within minutes. Verilator also gets the full 256^3."""
+    rng = np.random.default_rng(seed)
+    sizes = []
+    while len(sizes) < n:
+        M, K, N = (int(x) for x in rng.integers(1, 257, 3))
+        if sim == "verilator" or M * K * N <= 2 ** 16:
+            sizes.append((M, K, N))
+    return sizes + ([(256, 256, 256)] if sim == "verilator" else [])
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_fetta_run_dense_random_default_config(tmp_path, sim):
+    """``fetta run`` of dense specs of random sizes on the default accelerator: the RTL equals the
+    emulator bit for bit (cycles included) and every output is within the bf16-rounding +
+    FP32-accumulation bound of the float64 golden model."""
+    from gen.spec import load_spec
+    from sim.golden import golden, read_npz
+
+    for M, K, N in _dense_sizes(sim, 2):
+        spec = tmp_path / f"d{M}x{K}x{N}.json"
+        spec.write_text(json.dumps({"name": "d", "format": "dense", "in_modes": [K], "out_modes": [N], "batch": M}))
+        res, arrays = {}, {}
+        for s in (sim, "emulator"):
+            out = tmp_path / f"{s}-{M}x{K}x{N}.npz"
+            p = subprocess.run([sys.executable, "-m", "gen", "run", "--spec", str(spec), "--phase", "fp",
+                                "--sim", s, "--out", str(out), "--json"], capture_output=True, text=True, timeout=3600)
+            assert p.returncode == 0, p.stderr[-3000:]
+            res[s] = json.loads(p.stdout)
+            arrays[s] = read_npz(out)[1]
+        assert res[sim]["cycles"] == res["emulator"]["cycles"], (M, K, N)
+        Y = arrays[sim]["Y"]
+        assert np.array_equal(Y.view(np.uint32), arrays["emulator"]["Y"].view(np.uint32)), (M, K, N)
+        X, W = arrays[sim]["X"].astype(np.float64), arrays[sim]["core_0"].astype(np.float64)
+        Yg = golden(load_spec(spec), 0)["Y"]
+        bound = 2.0 ** -8 * np.abs(Yg) + K * 2.0 ** -23 * (np.abs(X) @ np.abs(W)) + 1e-30
+        assert np.all(np.abs(Y - Yg) <= bound), (M, K, N)

@@ -179,15 +179,16 @@ def write_jobs(path, config, jobs) -> None:
     np.savez(path, **d)
 
 
-def run_jobs_rtl(config, jobs, sim: str):
+def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None):
     """Build (cached) the accelerator for ``config``, run ``jobs`` on ``sim``; returns the output dict
-    and the :class:`sim.runner.SimBuild`."""
+    and the :class:`sim.runner.SimBuild`. ``verilog``: the design's text when the caller already
+    elaborated it (else :func:`sim.runner.elaborate`)."""
     import tempfile
 
     import hdl
-    from sim.runner import build, run
+    from sim.runner import build, elaborate, run
 
-    text = hdl.to_verilog("fetta", config)
+    text = verilog if verilog is not None else elaborate("fetta", config)
     sb = build(text, hdl.module_name("fetta"), sim, build_args=VERILATOR_ARGS if sim == "verilator" else ())
     with tempfile.TemporaryDirectory() as tmp:
         inp = Path(tmp) / "jobs.npz"
@@ -211,14 +212,14 @@ def plan_jobs(config, plan):
     return jobs
 
 
-def run_plan_rtl(config, plan, sim: str):
+def run_plan_rtl(config, plan, sim: str, verilog: str | None = None):
     """``(Y, cycles, tcu_macs)`` of a GEMM plan executed on the RTL (as :func:`gen.gemm.run_emulator`)."""
     from gen.gemm import TilingError, assemble_y, read_y_rows
     from gen.isa import Geometry, decode, gemm_macs, Opcode
     from sim.emulator import Emulator
 
     emu = Emulator(config)
-    out, _ = run_jobs_rtl(config, plan_jobs(config, plan), sim)
+    out, _ = run_jobs_rtl(config, plan_jobs(config, plan), sim, verilog)
     cycles = 0
     results = []
     geo = Geometry.of(config)
