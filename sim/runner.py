@@ -96,6 +96,12 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
     # Verilator compiles every module to C++: merge Amaranth's per-instance copies first
     # (sim/vdedup.py; the default accelerator: 1,402 modules -> a few dozen)
     dedup = sim == "verilator"
+    if sim == "icarus":
+        # cocotb passes -g2012, where variable initializers run before any process and raise no
+        # event: Yosys' combinational `always @*` blocks (kicked off by an initialized dummy reg)
+        # then stay X until an input changes, e.g. the reduction output of a CE whose Psums are
+        # constant for the whole run (tests/test_system.py::test_constant_ce_output_icarus)
+        args = ["-g2005", *args]
     if sim == "verilator":
         # cocotb's runner passes --public-flat-rw, which keeps every internal signal of the
         # design alive and in the VPI symbol table (the default accelerator: ~80 MB of C++).

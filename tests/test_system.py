@@ -157,6 +157,21 @@ def test_system_matches_emulator(sim):
 
 
 @pytest.mark.sim
+def test_constant_ce_output_icarus():
+    """Regression: a CE whose output never changes during a whole simulation (here CE 3 only sees
+    zero padding columns) must still reach the accumulation unit. Under cocotb's default
+    ``iverilog -g2012`` the combinational ``always @*`` blocks Yosys emits are never evaluated
+    when none of their inputs changes, so the reduction output stayed X; ``sim/runner.py``
+    builds Icarus models with ``-g2005``, where the initializers Yosys adds trigger them."""
+    rng = np.random.default_rng(3)
+    A = fp.round_to_bf16_f32(rng.standard_normal((10, 7)))
+    B = fp.round_to_bf16_f32(rng.standard_normal((7, 9)))
+    jobs = plan_jobs(SMALL, plan_gemm(SMALL, A, B, grid=(1, 4, 1)))
+    rtl, _ = run_jobs_rtl(SMALL, jobs, "icarus")
+    compare(rtl, emulate_jobs(SMALL, jobs), len(jobs))
+
+
+@pytest.mark.sim
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_fetta_run_rtl_cli(tmp_path, sim):
     """``fetta run --sim icarus|verilator`` on a small configuration: golden bound and emulator equality."""
