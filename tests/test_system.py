@@ -78,12 +78,7 @@ def build_jobs(config, seed):
                  "awrites": [(0, emu.to_elem_bits(np.zeros((64, 4))))],
                  "prog": [i.encode() for i in prog], "half": 1,
                  "ureads": [(1, 150, 60), (1, 200, 12)], "areads": [(0, 64)]})
-    # stationary and transposed-role mappings: IB tile loads (V / H), K vectors, K tiling over l0
-    for md in (1, 2, 3, 4, 5):
-        prog = [gemm(K=5, grid=(1, 2, 2), mode=md, L0=2, a=(0, 4, 8, 0, 0, 0, 1), b=(64, 4, 16, 0, 0, 2, 1),
-                     o=(0, 2, 0 if md != 5 else 10, 0, 0, 1), acc_l0=md != 5, wb=True, w_base=150), halt()]
-        jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 100))], "prog": [i.encode() for i in prog],
-                     "ureads": [(0, 150, 24)], "areads": [(0, 24)]})
+    jobs += mode_jobs(config, emu, rng)
     # VEC: every operation, WB (in place and elsewhere), strided rows, special values
     jobs.append(vec_job(config, emu, rng))
     # error paths: the faulting instruction and everything after it leave no trace
@@ -105,6 +100,20 @@ def build_jobs(config, seed):
                      "ureads": [(0, 100, 28)], "areads": [(0, 48)]})
     # no HALT: the pc runs off the instruction memory
     jobs.append({"prog": [nop().encode()] * config.imem_depth, "half": 0})
+    return jobs
+
+
+def mode_jobs(config, emu, rng):
+    """Stationary and transposed-role mappings (CE modes 1..5) on 4 CEs (grid 1x2x2): IB tile
+    loads (V / H), K vectors, K tiling over l0."""
+    import functools
+    gemm = functools.partial(_gemm, ports=config.net_ports)
+    jobs = []
+    for md in (1, 2, 3, 4, 5):
+        prog = [gemm(K=5, grid=(1, 2, 2), mode=md, L0=2, a=(0, 4, 8, 0, 0, 0, 1), b=(64, 4, 16, 0, 0, 2, 1),
+                     o=(0, 2, 0 if md != 5 else 10, 0, 0, 1), acc_l0=md != 5, wb=True, w_base=150), halt()]
+        jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 100))], "prog": [i.encode() for i in prog],
+                     "ureads": [(0, 150, 24)], "areads": [(0, 24)]})
     return jobs
 
 
@@ -190,6 +199,29 @@ def test_fetta_run_rtl_cli(tmp_path, sim):
     assert res[sim]["max_rel_err"] == res["emulator"]["max_rel_err"] < 2 ** -7
     a, b = np.load(tmp_path / f"{sim}.npz"), np.load(tmp_path / "emulator.npz")
     assert np.array_equal(a["Y"].view(np.uint32), b["Y"].view(np.uint32))
+
+
+@pytest.mark.sim
+def test_default_config_every_grid_verilator():
+    """The default accelerator (16 CEs) in Verilator: GEMMs of random sizes on all 15 grids of 16 CEs
+    (multicast of IA to 1..16 CEs, of IB to 1..16, spatial reduction over 1, 2, 4, 8 and 16 CEs)
+    and the CE modes 1..5 (both halves: the 256^3 run of the test above): every row read back, the cycles, error and pc equal the
+    emulator's."""
+    from gen.gemm import _grids
+
+    cfg = FettaConfig()
+    rng = np.random.default_rng(16)
+    jobs = []
+    for grid in _grids(cfg.num_ces):
+        M, K, N = (int(x) for x in rng.integers(1, 41, 3))
+        A = fp.round_to_bf16_f32(rng.standard_normal((M, K)))
+        B = fp.round_to_bf16_f32(rng.standard_normal((K, N)))
+        jobs += plan_jobs(cfg, plan_gemm(cfg, A, B, grid=grid))
+    jobs += mode_jobs(cfg, Emulator(cfg), rng)
+    emu = emulate_jobs(cfg, jobs)
+    assert all(int(emu[f"j{j}_error"]) == 0 for j in range(len(jobs)))
+    rtl, _ = run_jobs_rtl(cfg, jobs, "verilator")
+    compare(rtl, emu, len(jobs))
 
 
 @pytest.mark.slow
