@@ -203,26 +203,38 @@ def _map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geomet
     return tuple(map_gemm_all(list(free), list(ks), o_sk, geo))
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _spatial_low(g: tuple[int, int, int], sm: int, sn: int, sk: int, banks: int) -> int | None:
+    """Mask of the low bank bits the spatial offsets of one operand use, or None when two CEs
+    read different rows of one bank."""
+    offs = {im * sm + in_ * sn + ik * sk for im in range(g[0]) for in_ in range(g[1]) for ik in range(g[2])}
+    banks_seen = {o % banks for o in offs}
+    if len(banks_seen) != len(offs):
+        return None
+    mask = 0
+    for b in banks_seen:
+        mask |= b
+    return (1 << mask.bit_length()) - 1
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _groups_ok(gm: int, gn: int, sm: int, sn: int, banks: int) -> bool:
+    return len({(im * sm + in_ * sn) % banks for im in range(gm) for in_ in range(gn)}) == gm * gn
+
+
 def _banks_ok(m: Mapping_, banks: int) -> bool:
     """Necessary conditions of :func:`gen.isa.check` on a mapping, cheap: the spatial offsets of
     IA / IB are distinct banks (or the same row) in the low bank bits, every temporal and unrolled
     stride a multiple of their span; the output groups write distinct banks."""
     g = m.grid
     for op in ("a", "b"):
-        offs = {im * getattr(m.gm, op) + in_ * getattr(m.gn, op) + ik * getattr(m.gk, op)
-                for im in range(g[0]) for in_ in range(g[1]) for ik in range(g[2])}
-        banks_seen = {o % banks for o in offs}
-        if len(banks_seen) != len(offs):
+        low = _spatial_low(g, getattr(m.gm, op), getattr(m.gn, op), getattr(m.gk, op), banks)
+        if low is None:
             return False
-        mask = 0
-        for b in banks_seen:
-            mask |= b
-        low = (1 << mask.bit_length()) - 1
         for lp in (m.K, m.L0, m.L1, *m.free_unroll, *m.k_unroll):
             if getattr(lp, op) & low:
                 return False
-    outs = {(im * m.gm.o + in_ * m.gn.o) % banks for im in range(g[0]) for in_ in range(g[1])}
-    return len(outs) == g[0] * g[1]
+    return _groups_ok(g[0], g[1], m.gm.o, m.gn.o, banks)
 
 
 def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: int = 4) -> list[Mapping_]:
@@ -620,15 +632,25 @@ class Compiler:
                 best = (total, plan)
         return best[1]
 
-    def _scored_plans(self, A: _Tensor, B: _Tensor, keep: set[str], next_info, tries: int = 6):
-        """Evaluate the ``tries`` best-estimated plans (and the unsplit fallback) with
-        :func:`map_gemm_all`: ``[(cycles + re-layout penalties, plan)]``, fastest first."""
+    def _scored_plans(self, A: _Tensor, B: _Tensor, keep: set[str], next_info, tries: int = 6,
+                      max_tries: int = 24):
+        """Evaluate plans with :func:`map_gemm_all`: ``[(cycles + re-layout penalties, plan)]``,
+        fastest first.
+
+        Plans are tried cheapest estimate first (and the unsplit fallback): at least ``tries`` of
+        them, then more while a plan's estimate (which assumes its grid split is realised) is
+        below half the best cycles found, up to ``max_tries``. Many equal estimates can be plans whose
+        split the bank rule does not allow (the mapping then falls back to a small grid), so
+        stopping after a fixed count could miss a slightly worse estimate that is realisable."""
         plans, kmodes = self._plans(A, B, keep, next_info)
         dummies: dict[str, str] = {}
         scored = []
         seen = set()
-        chosen = plans[:tries] + [p for p in plans if p[5:8] == (None, None, None)][:1]
-        for est, X, Y, alpha, beta, gm_m, gn_m, gk_m, penalty in chosen:
+        first = plans[:tries] + [p for p in plans if p[5:8] == (None, None, None)][:1]
+        best = math.inf
+        for n, (est, X, Y, alpha, beta, gm_m, gn_m, gk_m, penalty) in enumerate(first + plans[tries:]):
+            if n >= len(first) and (2 * est >= best or n >= max_tries):
+                break
             if alpha is None:
                 if X.name not in dummies:
                     dummies[X.name] = self._dummy()
@@ -654,6 +676,7 @@ class Compiler:
                 mappings = _map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo)
             except CompileError:
                 continue
+            best = min(best, mappings[0].cycles + penalty)
             scored.append((mappings[0].cycles + penalty, len(scored),
                            dict(X=X, Y=Y, alpha=alpha, beta=beta, xo=None if fixed_x else xo,
                                 yo=None if fixed_y else yo, lo=lo, keep_modes=keep_modes, kmodes=kmodes,

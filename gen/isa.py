@@ -422,10 +422,7 @@ def _dist_ok(ins: Instr, op: str, geo: Geometry) -> bool:
     and temporal strides multiples of ``2**p``: then ``(t + off) mod N = t ^ off``), and
     ``src_c(b) = (off_c mod N) ^ b`` for every bank index ``b`` (multiple of ``2**p``).
     """
-    from sim.net_model import dist_sources, effective_ctrl, log2_exact, unpack_levels
-
     N = geo.ports
-    n = log2_exact(N)
     offs = [o % N for o in ce_offsets(ins, op)]
     omask = 0
     for o in offs:
@@ -435,8 +432,17 @@ def _dist_ok(ins: Instr, op: str, geo: Geometry) -> bool:
         | getattr(ins, f"{op}_sl1")
     if tbits & low:
         return False
-    sel = [lvl for lvl in (sum(b << x for x, b in enumerate(bits)) for bits in
-                           unpack_levels(getattr(ins, f"{op}_sel"), n, N))]
+    return _dist_routes(tuple(offs), getattr(ins, f"{op}_sel"), N, low)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _dist_routes(offs: tuple[int, ...], sel_word: int, N: int, low: int) -> bool:
+    """``src_c(b) = offs[c] ^ b`` for every bank index ``b`` (multiple of ``low + 1``); memoized:
+    the compiler checks many candidate mappings with the same offsets and routes."""
+    from sim.net_model import dist_sources, effective_ctrl, log2_exact, unpack_levels
+
+    n = log2_exact(N)
+    sel = [sum(b << x for x, b in enumerate(bits)) for bits in unpack_levels(sel_word, n, N)]
     for b in range(0, N, low + 1):
         src = dist_sources(N, effective_ctrl(sel, b, n, width=N))
         if any(src[c] != (o ^ b) for c, o in enumerate(offs)):
@@ -446,12 +452,15 @@ def _dist_ok(ins: Instr, op: str, geo: Geometry) -> bool:
 
 def _red_ok(ins: Instr, geo: Geometry) -> bool:
     """The reduction network sums exactly the CEs of group ``g`` into port ``g*gk``."""
+    return _red_routes(ins.red_mode, ins.gm * ins.gn * ins.gk, ins.gk, geo.ports)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _red_routes(red_mode: int, ces: int, gk: int, N: int) -> bool:
     from sim.net_model import log2_exact, red_symbolic, unpack_levels
 
-    N = geo.ports
     n = log2_exact(N)
-    ces, gk = ins.gm * ins.gn * ins.gk, ins.gk
-    sym = red_symbolic(N, unpack_levels(ins.red_mode, n, N // 2, 2), active=range(ces))
+    sym = red_symbolic(N, unpack_levels(red_mode, n, N // 2, 2), active=range(ces))
     return all(sym[g * gk] == frozenset(range(g * gk, (g + 1) * gk)) for g in range(ces // gk))
 
 
