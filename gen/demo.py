@@ -82,6 +82,9 @@ def run_on_accelerator(config, sim: str = "verilator", spec_path: str = "example
     inputs = random_inputs(spec, 1)
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     ref = compute(spec, inputs, phases=phases)
+    print(f"[sim]     {spec.name} {phase} on {sim}: compiling, then building the {sim} model of the design "
+          f"(cached per design under build/sim/; Verilator takes ~3 min for the default design the first time)",
+          flush=True)
     t0 = time.perf_counter()
     if spec.format == "dense":
         results, cycles, macs, exact = {}, 0, 0, True
