@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     text = elaborate(hdl.DEFAULT_TOP, FettaConfig())
     (OUT / "fetta.v").write_text(text)
     print(f"[verilog] {hdl.module_name(hdl.DEFAULT_TOP)} (default configuration, 256 MACs): "
-          f"{text.count(chr(10))} lines in {OUT / 'fetta.v'} ({time.perf_counter() - t0:.0f} s)")
+          f"{text.count(chr(10))} lines in {OUT / 'fetta.v'} ({time.perf_counter() - t0:.0f} s; cached under build/verilog/)")
 
     spec, arrays = read_npz(OUT / "atis_tt.npz")
     W = rebuild_weight(spec, arrays)
