@@ -70,37 +70,29 @@ def main(argv=None) -> int:
 
 def run_on_accelerator(config, sim: str = "verilator", spec_path: str = "examples/atis_tt.json",
                        phase: str = "train") -> int:
-    """Compile ``spec_path`` for ``phase`` and run it on the emulator and on the RTL (``sim``)."""
-    from gen.commands.run import PHASES
-    from gen.commands.run import execute as run_gemm
-    from gen.compiler import compile_layer, execute, rtl_check
-    from gen.gemm import plan_gemm
+    """Run ``spec_path`` for ``phase`` as ``fetta run`` does, on the emulator and on the RTL (``sim``)."""
+    from gen.commands.run import max_rel_err, phases_of, run_compiled_layer, run_dense
     from gen.spec import load_spec
     from sim.golden import compute, random_inputs
 
     spec = load_spec(spec_path)
     inputs = random_inputs(spec, 1)
-    phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
+    phases = phases_of(phase)
     ref = compute(spec, inputs, phases=phases)
     print(f"[sim]     {spec.name} {phase} on {sim}: compiling, then building the {sim} model of the design "
           f"(cached per design under build/sim/; Verilator takes ~3 min for the default design the first time)",
           flush=True)
     t0 = time.perf_counter()
     if spec.format == "dense":
-        results, cycles, macs, exact = {}, 0, 0, True
-        for ph in phases:
-            key, operands = PHASES[ph]
-            plan = plan_gemm(config, *operands(inputs))
-            Ye, ce, _ = run_gemm(config, plan, "emulator")
-            Yr, cr, _ = run_gemm(config, plan, sim)
-            exact &= bool(np.array_equal(Yr.view(np.uint32), Ye.view(np.uint32))) and cr == ce
-            results[key], cycles, macs = Yr, cycles + cr, macs + plan.macs
+        emu, rtl = (run_dense(config, inputs, phases, s) for s in ("emulator", sim))
+        exact = rtl["cycles"] == emu["cycles"] and all(
+            np.array_equal(rtl["results"][k].view(np.uint32), emu["results"][k].view(np.uint32)) for k in emu["results"])
+        results, cycles, macs = rtl["results"], rtl["cycles"], rtl["macs"]
     else:
-        prog = compile_layer(spec, phase, config)
-        ex = execute(prog, inputs, config)
-        exact = rtl_check(ex, config, sim)      # raises CompileError (a FettaError) on any difference
+        # rtl_check raises CompileError (a FettaError) on any difference
+        prog, ex, exact = run_compiled_layer(spec, phase, config, inputs, sim)
         results, cycles, macs = ex.results, ex.cycles, prog.macs
-    rel = max(float(np.max(np.abs(results[k] - r)) / np.max(np.abs(r))) for k, r in ref.items())
+    rel = max_rel_err(results, ref)
     print(f"[run]     {spec.name} {phase} ({'+'.join(phases)}) on {sim}, {config.num_ces} CEs / {config.macs} MACs: "
           f"{cycles} cycles, utilization {macs / (cycles * config.macs):.1%}, max rel. error vs golden {rel:.2e}, "
           f"RTL vs emulator {'bit- and cycle-exact' if exact else 'DIFFERS'} ({time.perf_counter() - t0:.0f} s)")

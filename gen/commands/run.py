@@ -41,12 +41,55 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_json_argument(p)
 
 
+def phases_of(phase: str) -> list[str]:
+    """The phases one ``--phase`` value runs (``train``: FP, BP and WG)."""
+    return ["fp", "bp", "wg"] if phase == "train" else [phase]
+
+
+def max_rel_err(results: dict, golden: dict) -> float:
+    """``max |R - G| / max |G|`` over the golden model's result keys."""
+    return max(float(np.max(np.abs(results[k] - ref)) / max(float(np.max(np.abs(ref))), np.finfo(np.float64).tiny))
+               for k, ref in golden.items())
+
+
+def run_dense(config, inputs, phases, sim: str, show_progress: bool = False) -> dict:
+    """The GEMM of each phase of a ``dense`` layer, tiled by :mod:`gen.gemm`, executed on ``sim``:
+    ``results`` (npz key -> float32 array), ``cycles``, ``macs``, ``tcu_macs``, ``passes``, ``grids``."""
+    from ..gemm import plan_gemm
+    from ..progress import progress
+
+    r = {"results": {}, "cycles": 0, "macs": 0, "tcu_macs": 0, "passes": 0, "grids": []}
+    for phase in phases:
+        key, operands = PHASES[phase]
+        plan = plan_gemm(config, *operands(inputs))
+        with progress(len(plan.passes), f"{phase} on {sim}", enabled=show_progress) as bar:
+            Y, c, tm = execute(config, plan, sim, advance=bar)
+        r["results"][key] = Y.astype(np.float32)
+        r["cycles"] += c
+        r["macs"] += plan.macs
+        r["tcu_macs"] += tm
+        r["passes"] += len(plan.passes)
+        r["grids"].append(list(plan.grid))
+    return r
+
+
+def run_compiled_layer(spec, phase: str, config, inputs, sim: str, show_progress: bool = False):
+    """Tensorized formats: ``(program, emulator execution, rtl)``; on ``icarus``/``verilator`` the
+    runs are replayed on the RTL (:func:`gen.compiler.rtl_check` raises on any difference, ``rtl``
+    is then True), on ``emulator`` ``rtl`` is None."""
+    from ..compiler import compile_layer, execute as run_program, rtl_check
+    from ..progress import progress
+
+    prog = compile_layer(spec, phase, config)
+    with progress(len(prog.runs), f"{phase} on emulator", enabled=show_progress) as bar:
+        ex = run_program(prog, inputs, config, progress=bar)
+    rtl = rtl_check(ex, config, sim) if sim != "emulator" else None
+    return prog, ex, rtl
+
+
 def main(args: argparse.Namespace) -> int:
     from sim.golden import compute, random_inputs, write_npz
 
-    from ..errors import SpecError
-    from ..gemm import plan_gemm
-    from ..progress import progress
     from ..spec import load_spec
 
     spec = load_spec(args.spec)
@@ -57,60 +100,32 @@ def main(args: argparse.Namespace) -> int:
     inputs = random_inputs(spec, args.seed)
     if spec.format != "dense":
         return run_compiled(args, spec, config, inputs)
-    phases = ["fp", "bp", "wg"] if args.phase == "train" else [args.phase]
+    phases = phases_of(args.phase)
     golden = compute(spec, inputs, phases=phases)
-    out = dict(inputs)
-    cycles = macs = tcu_macs = passes = 0
-    grids = []
-    errs = []
     t0 = time.perf_counter()
-    for phase in phases:
-        key, operands = PHASES[phase]
-        A, B = operands(inputs)
-        plan = plan_gemm(config, A, B)
-        with progress(len(plan.passes), f"{phase} on {args.sim}", enabled=not args.json) as bar:
-            Y, c, tm = execute(config, plan, args.sim, advance=bar)
-        out[key] = Y.astype(np.float32)
-        cycles += c
-        macs += plan.macs
-        tcu_macs += tm
-        passes += len(plan.passes)
-        grids.append(list(plan.grid))
-        ref = golden[key]
-        errs.append(float(np.max(np.abs(Y - ref)) / max(float(np.max(np.abs(ref))), np.finfo(np.float64).tiny)))
+    r = run_dense(config, inputs, phases, args.sim, show_progress=not args.json)
     seconds = time.perf_counter() - t0
     if args.out:
-        write_npz(args.out, out, spec)
-    result = {"spec": spec.name, "phase": args.phase, "sim": args.sim, "cycles": cycles, "macs": macs,
-              "utilization": macs / (cycles * config.macs), "max_rel_err": max(errs),
-              "tcu_macs": tcu_macs, "passes": passes, "grids": grids,
+        write_npz(args.out, {**inputs, **r["results"]}, spec)
+    result = {"spec": spec.name, "phase": args.phase, "sim": args.sim, "cycles": r["cycles"], "macs": r["macs"],
+              "utilization": r["macs"] / (r["cycles"] * config.macs), "max_rel_err": max_rel_err(r["results"], golden),
+              "tcu_macs": r["tcu_macs"], "passes": r["passes"], "grids": r["grids"],
               "seconds": round(seconds, 3)}
     if args.json:
         print_json(result)
     else:
-        print(f"{spec.name} {args.phase} on {args.sim}: {cycles} cycles, {macs} MACs, utilization "
+        print(f"{spec.name} {args.phase} on {args.sim}: {r['cycles']} cycles, {r['macs']} MACs, utilization "
               f"{result['utilization']:.1%}, max rel. error {result['max_rel_err']:.2e} ({seconds:.1f} s)")
     return 0
 
 
 def run_compiled(args, spec, config, inputs) -> int:
-    """Tensorized formats: :func:`gen.compiler.compile_layer` + emulator (+ RTL cross-check)."""
+    """Tensorized formats: :func:`run_compiled_layer`, JSON / npz output."""
     from sim.golden import compute, write_npz
 
-    from ..compiler import compile_layer, execute as run_program, rtl_check
-    from ..progress import progress
-
     t0 = time.perf_counter()
-    prog = compile_layer(spec, args.phase, config)
-    with progress(len(prog.runs), f"{args.phase} on emulator", enabled=not args.json) as bar:
-        ex = run_program(prog, inputs, config, progress=bar)
-    rtl = None
-    if args.sim != "emulator":
-        rtl = rtl_check(ex, config, args.sim)
-    phases = ["fp", "bp", "wg"] if args.phase == "train" else [args.phase]
-    golden = compute(spec, inputs, phases=phases)
-    errs = [float(np.max(np.abs(ex.results[k] - ref)) / max(float(np.max(np.abs(ref))), np.finfo(np.float64).tiny))
-            for k, ref in golden.items()]
+    prog, ex, rtl = run_compiled_layer(spec, args.phase, config, inputs, args.sim, show_progress=not args.json)
+    golden = compute(spec, inputs, phases=phases_of(args.phase))
     seconds = time.perf_counter() - t0
     if args.out:
         out = dict(inputs)
@@ -118,7 +133,7 @@ def run_compiled(args, spec, config, inputs) -> int:
         write_npz(args.out, out, spec)
     result = {"spec": spec.name, "format": spec.format, "phase": args.phase, "sim": args.sim,
               "cycles": ex.cycles, "macs": prog.macs, "utilization": prog.macs / (ex.cycles * config.macs),
-              "max_rel_err": max(errs), "tcu_macs": ex.tcu_macs, "runs": len(prog.runs),
+              "max_rel_err": max_rel_err(ex.results, golden), "tcu_macs": ex.tcu_macs, "runs": len(prog.runs),
               "instructions": sum(len(r.program) for r in prog.runs),
               "relayouts": prog.relayouts, "relayout_bytes": prog.relayout_bytes,
               "relayout_cycles": prog.relayout_cycles, "onchip_bytes": prog.onchip_bytes,
