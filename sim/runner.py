@@ -90,24 +90,21 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
     toolchain.require(sim)
     if "__" in toplevel:
         raise SimulationError(f"top-level module name {toplevel!r} must not contain '__' (Verilator bugs)")
-    args = list(build_args)
-    if sim == "verilator":
-        args = [f"-Wno-{w}" for w in toolchain.VERILATOR_SIM_WAIVERS] + args
-    # Verilator compiles every module to C++: merge Amaranth's per-instance copies first
-    # (sim/vdedup.py; the default accelerator: 1,402 modules -> a few dozen)
-    dedup = sim == "verilator"
-    if sim == "icarus":
+    verilator = sim == "verilator"
+    if verilator:
+        # cocotb's runner passes --public-flat-rw, which keeps every internal signal of the
+        # design alive and in the VPI symbol table (the default accelerator: ~80 MB of C++).
+        # The benches only touch top-level ports, so make just those public (ports.vlt below).
+        # The Verilog itself gets Amaranth's per-instance module copies merged (sim/vdedup.py;
+        # the default accelerator: 1,402 modules -> 26), as Verilator compiles each to C++.
+        args = ["--no-public-flat-rw", *(f"-Wno-{w}" for w in toolchain.VERILATOR_SIM_WAIVERS), *build_args]
+    else:
         # cocotb passes -g2012, where variable initializers run before any process and raise no
         # event: Yosys' combinational `always @*` blocks (kicked off by an initialized dummy reg)
         # then stay X until an input changes, e.g. the reduction output of a CE whose Psums are
         # constant for the whole run (tests/test_system.py::test_constant_ce_output_icarus)
-        args = ["-g2005", *args]
-    if sim == "verilator":
-        # cocotb's runner passes --public-flat-rw, which keeps every internal signal of the
-        # design alive and in the VPI symbol table (the default accelerator: ~80 MB of C++).
-        # The benches only touch top-level ports, so make just those public (a control file).
-        args = ["--no-public-flat-rw", *args]
-    key = hashlib.sha256("\0".join([verilog, sim, toplevel, *args, "dedup1" if dedup else ""]).encode()).hexdigest()[:16]
+        args = ["-g2005", *build_args]
+    key = hashlib.sha256("\0".join([verilog, sim, toplevel, *args, "dedup1" if verilator else ""]).encode()).hexdigest()[:16]
     bdir = BUILD_ROOT / "sim" / sim / f"{toplevel}-{key}"
     marker = bdir / "build.ok"
     with _locked(bdir.parent / f".{bdir.name}.lock"):
@@ -119,8 +116,8 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
             return SimBuild(sim, toplevel, bdir, took, True)
         bdir.mkdir(parents=True, exist_ok=True)
         src = bdir / f"{toplevel}.v"
-        src.write_text(dedup_modules(verilog)[0] if dedup else verilog)
-        if sim == "verilator":
+        src.write_text(dedup_modules(verilog)[0] if verilator else verilog)
+        if verilator:
             vlt = bdir / "ports.vlt"
             vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{toplevel}" -var "*"\n')
             args.append(str(vlt))

@@ -40,7 +40,6 @@ def dedup_modules(verilog: str) -> tuple[str, int]:
     seen: dict[str, str] = {}
     bodies = dict(mods)
     out: dict[str, str] = {}
-    order: list[str] = []
     visiting: set[str] = set()
 
     def visit(n: str) -> None:
@@ -63,7 +62,6 @@ def dedup_modules(verilog: str) -> tuple[str, int]:
             seen[key] = n
             canon[n] = n
             out[n] = body
-            order.append(n)
         visiting.discard(n)
 
     for n, _ in mods:

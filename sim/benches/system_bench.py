@@ -25,6 +25,7 @@ import numpy as np
 #: assign it (the default comes from an assignment before the case), which Verilator flags as
 #: CASEINCOMPLETE, fatal by default. The incompleteness is intended, so it is waived here.
 VERILATOR_ARGS = ("-Wno-CASEINCOMPLETE",)
+CLOCK_NS = 10
 
 
 def _pack(rows: np.ndarray, bits: int) -> list[int]:
@@ -54,7 +55,7 @@ if cocotb is not None:
     async def run_jobs(dut):
         src = np.load(os.environ["FETTA_BENCH_IN"])
         lanes, ebits, abits, njobs = (int(x) for x in src["meta"])
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
         for name in ("host_we", "host_re", "instr_push", "instr_clear", "start", "host_sel", "host_half",
                      "run_half", "host_addr", "host_wdata", "instr"):
             getattr(dut, name).value = 0
@@ -132,7 +133,7 @@ if cocotb is not None:
             out[p + "ard"] = await read_rows(1, 0, src[p + "ar"], abits) if len(src[p + "ar"]) else \
                 np.zeros((0, lanes), np.uint64)
         from cocotb.simtime import get_sim_time
-        out["sim_cycles"] = int(get_sim_time("ns")) // 10     # every clock cycle simulated (host port included)
+        out["sim_cycles"] = int(get_sim_time("ns")) // CLOCK_NS     # every cycle simulated (host port included)
         np.savez(Path(os.environ["FETTA_RUN_DIR"]) / "out.npz", **out)
 
 
