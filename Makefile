@@ -59,7 +59,7 @@ toolchain:
 demo: venv
 	@mkdir -p build/demo
 	$(SIMENV) $(PY) -m gen golden --spec examples/atis_tt.json --seed 1 --out build/demo/atis_tt.npz
-	$(SIMENV) $(PY) -m gen.demo $(DEMO_ARGS)
+	$(SIMENV) $(PY) -m gen demo $(DEMO_ARGS)
 
 test: venv
 	$(SIMENV) $(PY) -m pytest -n $(JOBS) -m "not slow" tests
@@ -71,7 +71,7 @@ bench: venv
 	$(SIMENV) $(PY) -m benchmarks --out docs/results.md
 
 lint: venv
-	$(SIMENV) $(PY) -m gen.lint
+	$(SIMENV) $(PY) -m gen lint
 
 # synthesis and sweeps (docs/synthesis.md, docs/sweeps.md); override e.g. SYNTH_ARGS="--set num_ces=4"
 SYNTH_ARGS ?=

@@ -28,7 +28,7 @@ BEGIN, END = "<!-- ce-benchmark:begin -->", "<!-- ce-benchmark:end -->"
 
 def run_sim(sim: str, size, seed: int = 0):
     import hdl
-    from gen.config import FettaConfig
+    from gen.design.config import FettaConfig
     from hdl.ce import CEMode
     from sim.bf16 import round_to_bf16_f32
     from sim.ce_model import program_to_json, ce_program

@@ -24,7 +24,8 @@ BEGIN, END = "<!-- layers-table:begin -->", "<!-- layers-table:end -->"
 
 
 def measure(spec, phase, config):
-    from gen.compiler import compile_layer, execute
+    from gen.compiler import compile_layer
+    from gen.toolflow.execute import execute
     from sim.golden import compute, random_inputs
 
     t0 = time.perf_counter()
@@ -41,9 +42,9 @@ def measure(spec, phase, config):
 
 
 def main(argv=None) -> int:
-    from gen.config import FettaConfig
+    from gen.design.config import FettaConfig
     from gen.errors import FettaError
-    from gen.spec import load_spec
+    from gen.workload.spec import load_spec
 
     p = argparse.ArgumentParser(prog="python -m benchmarks layers")
     p.add_argument("--layers", default="atis_tt,atis_ttm_embedding,atis_dense,ucf_tr14,ucf_ht,ucf_bt")

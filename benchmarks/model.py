@@ -17,19 +17,19 @@ LAYERS = "benchmarks/layers"
 
 
 def _paths(name, nets):
-    from gen.baselines import baseline_path
+    from gen.search.baselines import baseline_path
 
     return {n.label: baseline_path(name, n) for n in nets}
 
 
 def run(out_dir: Path, quick: bool = False) -> str:
-    from gen.arch import ARCHS
-    from gen.baselines import BASELINES, dense_layer_macs
-    from gen.config import FettaConfig
-    from gen.model import model_phase
-    from gen.network import phase_networks
+    from gen.model.arch import ARCHS
+    from gen.search.baselines import BASELINES, dense_layer_macs
+    from gen.design.config import FettaConfig
+    from gen.search import model_phase
+    from gen.workload.network import phase_networks
     from gen.search import search, search_network, training_aware
-    from gen.spec import load_spec
+    from gen.workload.spec import load_spec
 
     cfg = FettaConfig()
     files = sorted(glob.glob(f"{LAYERS}/*.json"))
@@ -48,7 +48,7 @@ def run(out_dir: Path, quick: bool = False) -> str:
             cands = [search_network(n, 1)[0] for n in nets]
             dt = time.perf_counter() - t0
             macs = sum(c.macs for c in cands)
-            from gen.network import path_macs
+            from gen.workload.network import path_macs
 
             base = {b: sum(path_macs(n, p) for n, p in zip(nets, _paths(b, nets).values())) for b in BASELINES[:-1]}
             lines.append(f"| {spec.name} | {phase} | {max(len(n.inputs) for n in nets)} | {len(nets)} | {dt:.3f} | "

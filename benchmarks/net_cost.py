@@ -3,7 +3,7 @@
 Counts multiplexers, adders and registers of the distribution and reduction networks as
 the generator builds them (``hdl/dist_net.py``, ``hdl/red_net.py``), beside an N x N
 crossbar and a Benes network (``2 log2 N - 1`` stages of N/2 2x2 switches) doing the
-same job, and the fraction of random patterns each butterfly routes (``gen.routing``).
+same job, and the fraction of random patterns each butterfly routes (``gen.design.routing``).
 The counts of the generated blocks are checked against the elaborated Amaranth design
 for the smaller sizes (adder-switch and FP32 adder instances, register bits), so the
 table cannot drift from the RTL. Prints the table and writes it into ``docs/networks.md``
@@ -20,8 +20,8 @@ import argparse
 import random
 from pathlib import Path
 
-from gen.routing import RoutingError, route_dist, route_red
-from sim import net_model as nm
+from gen.design.routing import RoutingError, route_dist, route_red
+from gen.design import netsem as nm
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "networks.md"
 BEGIN, END = "<!-- net_cost:begin -->", "<!-- net_cost:end -->"

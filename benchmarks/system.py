@@ -17,7 +17,8 @@ import numpy as np
 
 
 def gemm_rows(config, sizes):
-    from gen.gemm import plan_gemm, run_emulator
+    from gen.compiler.gemm import plan_gemm
+    from gen.toolflow.execute import run_emulator
     from sim.bf16 import round_to_bf16_f32
 
     rows = []
@@ -38,15 +39,16 @@ def rtl_row(config, sim, size):
     equal the emulator's bit for bit, cycles included. The run time counts the cocotb run only
     (host writes / reads included), not elaboration or the build."""
     import hdl
-    from gen.gemm import plan_gemm, run_emulator
-    from sim.benches.system_bench import VERILATOR_ARGS, run_plan_rtl
+    from gen.compiler.gemm import plan_gemm
+    from gen.toolflow.execute import run_emulator
+    from sim.rtl import SYSTEM_ARGS, run_plan_rtl
     from sim.bf16 import round_to_bf16_f32
     from sim.runner import build
 
     t0 = time.perf_counter()
     text = hdl.to_verilog("fetta", config)
     elab = time.perf_counter() - t0
-    sb = build(text, hdl.module_name("fetta"), sim, build_args=VERILATOR_ARGS if sim == "verilator" else ())
+    sb = build(text, hdl.module_name("fetta"), sim, build_args=SYSTEM_ARGS if sim == "verilator" else ())
     M, K, N = size
     rng = np.random.default_rng(0)
     plan = plan_gemm(config, round_to_bf16_f32(rng.standard_normal((M, K))),
@@ -62,7 +64,7 @@ def rtl_row(config, sim, size):
 
 
 def main() -> None:
-    from gen.config import FettaConfig
+    from gen.design.config import FettaConfig
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--rtl", choices=("icarus", "verilator", "none"), default="verilator",

@@ -1,3 +1,3 @@
-from .cli import main
+from gen.cli import main
 
 raise SystemExit(main())

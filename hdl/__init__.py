@@ -1,13 +1,14 @@
 """fetta hardware blocks (Amaranth 0.5 ``wiring.Component``s).
 
 ``TOPS`` maps every block that ``fetta verilog --top NAME`` can emit to a
-factory ``"module:function"``; the function takes a :class:`gen.config.FettaConfig`
+factory ``"module:function"``; the function takes a :class:`gen.design.config.FettaConfig`
 and returns the component. ``fetta`` (the default top) is the whole accelerator.
 """
 
 from __future__ import annotations
 
 import importlib
+from gen.errors import ConfigError
 
 #: name -> "module:factory(config)" ; the Verilog module is named ``fetta_<name>``
 TOPS: dict[str, str] = {
@@ -28,8 +29,6 @@ DEFAULT_TOP = "fetta"
 
 def build_top(name: str, config):
     """Instantiate block ``name`` for ``config`` (raises ConfigError for unknown names)."""
-    from gen.errors import ConfigError
-
     if name not in TOPS:
         known = ", ".join(sorted(TOPS)) or "none yet"
         raise ConfigError(f"unknown block {name!r} (known: {known})", field="--top")

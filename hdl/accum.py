@@ -20,9 +20,9 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from gen.config import FettaConfig
+from gen.design.config import FettaConfig
 
-from .fp import FP32Add, FP32ToBF16
+from hdl.fp import FP32Add, FP32ToBF16
 
 
 class AccumAdd(wiring.Component):

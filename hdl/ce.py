@@ -75,39 +75,10 @@ from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .pe import PE, _check_datatype, acc_width, operand_width
+from gen.design.isa import CEMode
+from hdl.pe import PE, _check_datatype, acc_width, operand_width
 
 __all__ = ["CE", "CEMode", "IASignature", "IBSignature", "PsumSignature", "ce_from_config"]
-
-
-class CEMode(enum.Enum, shape=3):
-    """The six GEMM mappings of FETTA Fig. 12 (dataflow x IB direction x operand roles)."""
-
-    #: weight stationary, IB (= B) loaded vertically, one row of B per load
-    WS_V = 0
-    #: weight stationary, IB (= B) loaded horizontally, one column of B per load
-    WS_H = 1
-    #: input stationary, IB (= A^T) loaded vertically, one column of A per load
-    IS_V = 2
-    #: input stationary, IB (= A^T) loaded horizontally, one row of A per load
-    IS_H = 3
-    #: output stationary, IA = A, IB = B streamed from the top; drains rows of C
-    OS_AB = 4
-    #: output stationary, IA = B^T, IB = A^T streamed from the top; drains columns of C
-    OS_BA = 5
-
-    @property
-    def output_stationary(self) -> bool:
-        return self in (CEMode.OS_AB, CEMode.OS_BA)
-
-    @property
-    def horizontal(self) -> bool:
-        """IB is loaded from the left (the transposed path)."""
-        return self in (CEMode.WS_H, CEMode.IS_H)
-
-    @property
-    def input_stationary(self) -> bool:
-        return self in (CEMode.IS_V, CEMode.IS_H)
 
 
 class IASignature(wiring.Signature):

@@ -1,9 +1,9 @@
 """Controller decode stage: instruction fields, per-CE address offsets and the static checks.
 
 :class:`Decoder` is combinational on a registered instruction word. It splits the
-word (layout :data:`gen.isa.LAYOUT`), computes the spatial address offset of every
+word (layout :data:`gen.design.isa.LAYOUT`), computes the spatial address offset of every
 CE (IA, IB) and of every reduction group (output), and the error code of
-:func:`gen.isa.check`, in the same order of precedence. Because every address
+:func:`gen.design.isa.check`, in the same order of precedence. Because every address
 is ``base + temporal + spatial`` with unsigned strides, these checks made once
 per instruction are exact: an instruction that passes never leaves its range
 and never needs two rows of one bank in one cycle, so the FSM
@@ -18,11 +18,11 @@ Ports
 -----
 word : In(INSTR_BITS)
 pc_overflow : In(1)
-fields : Out(...) one output per field of :data:`gen.isa.LAYOUT` (``f_<name>``)
+fields : Out(...) one output per field of :data:`gen.design.isa.LAYOUT` (``f_<name>``)
 a_off, b_off : Out(ADDR_BITS + 1).array(num_ces)
 o_off : Out(ADDR_BITS + 1).array(num_ces) (groups)
 active : Out(num_ces) CE ``c`` takes part; group_active : Out(num_ces)
-error : Out(3) :class:`gen.isa.ErrorCode`, valid in the same cycle.
+error : Out(3) :class:`gen.design.isa.ErrorCode`, valid in the same cycle.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from gen.config import FettaConfig
-from gen.isa import CE_MODE, INSTR_BITS, LAYOUT, Dataflow, ErrorCode, Flag, Geometry, Opcode
+from gen.design.config import FettaConfig
+from gen.design.isa import CE_MODE, INSTR_BITS, LAYOUT, Dataflow, ErrorCode, Flag, Geometry, Opcode
 
 OFF_BITS = 40
 
@@ -95,7 +95,7 @@ class Decoder(wiring.Component):
         orows = Signal(17, name="out_rows")
         m.d.comb += orows.eq(Mux(self.stationary, f["K"], cfg.ce_rows))
 
-        # --- routing check (gen.isa.route_ok): distribution sources for every bank index
+        # --- routing check (gen.design.isa.route_ok): distribution sources for every bank index
         N = cfg.net_ports
         n = N.bit_length() - 1
 
@@ -202,7 +202,7 @@ class Decoder(wiring.Component):
         m.d.comb += [u_conf.eq(u_even & (is_store | (f["a_sk"] != 0))),
                      c_conf.eq(c_even & (~is_store | (f["o_sk"] != 0)))]
 
-        # VEC (gen.isa._check_vec): rows = K * V, V = vec_rows rows per cycle
+        # VEC (gen.design.isa._check_vec): rows = K * V, V = vec_rows rows per cycle
         V = geo.vec_rows
         lv = max(V, 1).bit_length() - 1
         v_rows_m1 = Signal(24, name="vec_rows_m1")

@@ -2,7 +2,7 @@
 
 It carries one row of every unified-memory bank (a port = ``lanes`` elements) to the CE
 array. The exact topology, numbering and control conventions are those of
-:mod:`sim.net_model` (the oracle the tests compare against); :mod:`gen.routing` turns a
+:mod:`sim.net_model` (the oracle the tests compare against); :mod:`gen.design.routing` turns a
 requested pattern into the control words.
 """
 

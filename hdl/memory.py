@@ -19,7 +19,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from gen.config import FettaConfig
+from gen.design.config import FettaConfig
 from gen.errors import ConfigError
 
 

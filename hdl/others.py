@@ -10,7 +10,7 @@ converters). Every stub input becomes an output port of the top and every stub
 output an input port, so synthesis keeps all the controller logic that feeds the
 stubs and cannot constant-fold what they return: the netlist is the accelerator
 minus those blocks. The unified and accumulation memories stay real: their SRAM
-macros are counted in their own rows (``gen.synth`` drops them by name), their
+macros are counted in their own rows (``gen.toolflow.synth`` drops them by name), their
 half/bank multiplexers stay in the controller.
 
 :class:`AccumUnit` gathers the accumulation unit's logic as ``Fetta`` instantiates it
@@ -36,13 +36,13 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from gen.config import FettaConfig
+from gen.design.config import FettaConfig
 
-from .accum import AccumAdd, Narrow, Widen
-from .memory import AccumMemory
-from .tcu import TCU
-from .top import Fetta
-from .vector import VectorUnit, vec_rows
+from hdl.accum import AccumAdd, Narrow, Widen
+from hdl.memory import AccumMemory
+from hdl.tcu import TCU
+from hdl.top import Fetta
+from hdl.vector import VectorUnit, vec_rows
 
 #: blocks of :class:`hdl.top.Fetta` stubbed out in :class:`Controller` (they have their own rows)
 STUBBED = ("tcu", "vector", "accadd", "narrow", "widen")

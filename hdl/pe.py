@@ -13,7 +13,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .fp import BF16Mul, FP32Add
+from hdl.fp import BF16Mul, FP32Add
 
 __all__ = ["PE", "DATATYPES", "operand_width", "acc_width"]
 

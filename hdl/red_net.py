@@ -3,7 +3,7 @@
 It takes the partial sums of the CE array (one port per CE, ``lanes`` Psums each), sums
 aligned groups of CEs spatially and routes each result to an accumulation bank. The
 topology, numbering and control conventions are those of :mod:`sim.net_model`;
-:mod:`gen.routing` turns "which groups are summed and where the sums go" into modes.
+:mod:`gen.design.routing` turns "which groups are summed and where the sums go" into modes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from amaranth.lib.wiring import In, Out
 
 from gen.errors import ConfigError
 
-from .dist_net import _check_ports_lanes, transpose_rows, transpose_valid
+from hdl.dist_net import _check_ports_lanes, transpose_rows, transpose_valid
+from hdl.fp import FP32Add
 
 
 class SwitchMode(enum.Enum, shape=2):
@@ -94,8 +95,6 @@ class AdderSwitch(wiring.Component):
         for i in range(L):
             a, b = self.a[i * W:(i + 1) * W], self.b[i * W:(i + 1) * W]
             if self._datatype == "bf16":
-                from .fp import FP32Add
-
                 m.submodules[f"add{i}"] = add = FP32Add()
                 m.d.comb += [add.a.eq(a), add.b.eq(b), total[i * W:(i + 1) * W].eq(add.o)]
             else:

@@ -27,18 +27,17 @@ from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from gen.config import FettaConfig
+from gen.design.config import FettaConfig, check_accelerator
 
-from .ce import CE, CEMode
-from .dist_net import DistNet
-from .red_net import RedNet
+from hdl.ce import CE, CEMode
+from hdl.dist_net import DistNet
+from hdl.red_net import RedNet
 
 
 class TCU(wiring.Component):
     def __init__(self, config: FettaConfig):
-        from gen.gemm import check_config
 
-        check_config(config)
+        check_accelerator(config)
         self._cfg = config
         E, L, N = config.num_ces, config.lanes, config.net_ports
         n = N.bit_length() - 1

@@ -1,7 +1,7 @@
 """The whole fetta accelerator: controller FSM, unified memory, TCU, accumulation unit, host port.
 
 Registered as ``fetta`` in :data:`hdl.TOPS` (the default top of ``fetta verilog``).
-It executes the instruction set of :mod:`gen.isa`; :mod:`sim.emulator` is its
+It executes the instruction set of :mod:`gen.design.isa`; :mod:`sim.emulator` is its
 bit- and cycle-exact reference.
 
 Host port (all inputs sampled on the rising clock edge)
@@ -17,7 +17,7 @@ instr_clear : In(1)     the next push goes to slot 0
 start : In(1)           run from pc 0 on half ``run_half``
 run_half : In(1)
 busy, done : Out(1)     ``done`` is set when a run ends (HALT or error) until the next start
-error : Out(3)          :class:`gen.isa.ErrorCode` of the last run
+error : Out(3)          :class:`gen.design.isa.ErrorCode` of the last run
 pc : Out(...)           the halting instruction (HALT or the faulting one)
 cycles : Out(32)        cycles the last run was busy (counts while running)
 host_err : Out(1)       sticky: a host access hit what the running program owns (it was dropped)
@@ -27,8 +27,8 @@ While busy the host may access the unified half other than ``run_half``
 instruction pushes are dropped and set ``host_err``. Out-of-range host addresses
 are dropped too and set ``host_err``.
 
-Timing (the rules of :mod:`gen.isa`): 1 start cycle, then per instruction FETCH,
-DECODE, CHECK and the execution cycles of :func:`gen.isa.exec_cycles`.
+Timing (the rules of :mod:`gen.design.isa`): 1 start cycle, then per instruction FETCH,
+DECODE, CHECK and the execution cycles of :func:`gen.design.isa.exec_cycles`.
 GEMM pipeline: issue ``k`` (address) -> memory read (1 cycle) -> PE MAC (register)
 -> on the tile's last step the Psum buffer -> drain one row per cycle through the
 reduction tree while the accumulation row is read -> add and write (accumulation
@@ -42,14 +42,14 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from gen.config import FettaConfig
-from gen.isa import INSTR_BITS, ErrorCode, Flag, Geometry, Opcode
+from gen.design.config import FettaConfig, check_accelerator
+from gen.design.isa import INSTR_BITS, ErrorCode, Flag, Geometry, Opcode
 
-from .accum import AccumAdd, Narrow, Widen
-from .controller import Decoder
-from .memory import AccumMemory, UnifiedMemory, check_memory_config
-from .tcu import TCU
-from .vector import VectorUnit, vec_rows
+from hdl.accum import AccumAdd, Narrow, Widen
+from hdl.controller import Decoder
+from hdl.memory import AccumMemory, UnifiedMemory, check_memory_config
+from hdl.tcu import TCU
+from hdl.vector import VectorUnit, vec_rows
 
 ADDR = 24
 
@@ -65,9 +65,8 @@ class Fetta(wiring.Component):
     the controller on its own); by default the real blocks, and nothing else changes."""
 
     def __init__(self, config: FettaConfig, *, parts=None):
-        from gen.gemm import check_config
 
-        check_config(config)
+        check_accelerator(config)
         check_memory_config(config)
         vec_rows(config)
         self._cfg = config

@@ -2,7 +2,7 @@
 
 Each lane combines one bfloat16 element ``x`` of a unified-memory row with one
 FP32 element ``y`` of an accumulation-unit row and a bfloat16 scalar ``a`` taken
-from the instruction (:data:`gen.isa.Opcode.VEC`). The operations, per lane, with
+from the instruction (:data:`gen.design.isa.Opcode.VEC`). The operations, per lane, with
 the reference op sequence of :mod:`sim.bf16` that the unit matches bit for bit
 (:func:`vec_ref`):
 
@@ -54,24 +54,14 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from gen.config import FettaConfig
+from gen.design.config import FettaConfig
+from gen.design.isa import BF16_ONE, VecOp, vector_rows
 from gen.errors import ConfigError
 
-from .fp import F32_QNAN, BF16Mul, FP32Add, FP32ToBF16
+from hdl.fp import F32_QNAN, BF16Mul, FP32Add, FP32ToBF16
 
-__all__ = ["VecOp", "VectorUnit", "vector_unit", "vec_ref", "vec_rows", "BF16_ONE"]
+__all__ = ["VectorUnit", "vector_unit", "vec_rows"]
 
-#: bfloat16 1.0 (the multiplier operand of ADD)
-BF16_ONE = 0x3F80
-
-
-class VecOp(enum.IntEnum):
-    """The ``mode`` field of a ``VEC`` instruction."""
-
-    ADD = 0
-    AXPY = 1
-    SCALE = 2
-    RELU = 3
 
 
 def vec_rows(config: FettaConfig) -> int:
@@ -80,8 +70,6 @@ def vec_rows(config: FettaConfig) -> int:
     Raises :class:`ConfigError` (field ``vector_lanes``) unless ``vector_lanes`` is a
     multiple of ``lanes`` whose quotient is a power of two (rows of one chunk must map
     to distinct banks with one stride)."""
-    from gen.isa import vector_rows
-
     rows = vector_rows(config)
     if rows == 0:
         raise ConfigError(f"must be lanes ({config.lanes}) times a power of two, got {config.vector_lanes}",
@@ -161,51 +149,3 @@ class VectorUnit(wiring.Component):
 def vector_unit(config: FettaConfig) -> VectorUnit:
     """Factory for :data:`hdl.TOPS` (``vector_unit``): ``config.vector_lanes`` lanes."""
     return VectorUnit(config)
-
-
-def vec_ref(config: FettaConfig, op: int, scalar: int, x_bits, y_bits):
-    """Reference of one operation on bit patterns (numpy arrays of equal shape).
-
-    Returns ``(o_bits, narrow_bits)`` as ``uint64`` arrays: FP32 / ``acc_bits`` integer
-    results and their bfloat16 / ``int_width`` narrowing."""
-    from sim import bf16 as fp
-
-    x_bits = np.asarray(x_bits, np.uint64)
-    y_bits = np.asarray(y_bits, np.uint64)
-    if config.datatype == "bf16":
-        x = fp.bf16_from_bits(x_bits.astype(np.uint16))
-        y = fp.f32_from_bits(y_bits.astype(np.uint32))
-        a = fp.bf16_from_bits(np.full(x.shape, BF16_ONE if op == VecOp.ADD else scalar, np.uint16))
-        if op in (VecOp.ADD, VecOp.AXPY):
-            o = fp.f32_add(y, fp.bf16_mul(x, a))
-        elif op == VecOp.SCALE:
-            o = fp.bf16_mul(x, a)
-        elif op == VecOp.RELU:
-            yf = fp.ftz32(y)
-            with np.errstate(invalid="ignore"):
-                o = np.where(np.isnan(yf), yf, np.where(yf > 0, yf, np.float32(0))).astype(np.float32)
-        else:
-            raise ValueError(f"unknown vector op {op}")
-        ob = fp.f32_bits(o).astype(np.uint64)
-        nb = fp.bf16_bits(fp.f32_to_bf16(o)).astype(np.uint64)
-        return ob, nb
-    EB, AB = config.elem_bits, config.acc_bits
-
-    def signed(v, w):
-        v = v.astype(object) & ((1 << w) - 1)
-        return np.where(v >= (1 << (w - 1)), v - (1 << w), v)
-
-    x = signed(x_bits, EB)
-    y = signed(y_bits, AB)
-    a = 1 if op == VecOp.ADD else (scalar - (1 << 16) if scalar & 0x8000 else scalar)
-    if op in (VecOp.ADD, VecOp.AXPY):
-        o = y + a * x
-    elif op == VecOp.SCALE:
-        o = a * x + 0 * y
-    elif op == VecOp.RELU:
-        o = np.where(y > 0, y, 0)
-    else:
-        raise ValueError(f"unknown vector op {op}")
-    ob = np.vectorize(lambda v: int(v) & ((1 << AB) - 1), otypes=[object])(o).astype(np.uint64)
-    nb = ob & np.uint64((1 << EB) - 1)
-    return ob, nb

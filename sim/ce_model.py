@@ -48,7 +48,7 @@ import numpy as np
 
 from hdl.ce import CEMode
 
-from .bf16 import BF16, bf16_bits, bf16_mul, f32_add, f32_bits, f32_from_bits, ftz16
+from sim.bf16 import BF16, bf16_bits, bf16_mul, f32_add, f32_bits, f32_from_bits, ftz16
 
 __all__ = ["ce_gemm", "ce_program", "ce_cycles", "CEProgram", "FEEDBACK", "fp32_error_bound"]
 

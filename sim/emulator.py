@@ -1,6 +1,6 @@
 """Instruction-level emulator of the fetta accelerator: bit-exact and cycle-exact with the RTL.
 
-It executes the instruction words of :mod:`gen.isa` on a memory image laid out
+It executes the instruction words of :mod:`gen.design.isa` on a memory image laid out
 exactly as the RTL holds it, with the same arithmetic order:
 
 * a CE's Psum is a sequential FP32 MAC chain over ``k`` starting from ``+0``
@@ -27,11 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gen.config import FettaConfig
-from gen.isa import (OVERHEAD, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode, exec_cycles,
+from gen.design.config import FettaConfig
+from gen.design.isa import (OVERHEAD, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode, exec_cycles,
                      gemm_macs, group_offsets, horizontal, loads, stationary)
 
-from . import bf16 as fp
+from sim import bf16 as fp
+from sim.vector_ref import vec_ref
+from gen.errors import ConfigError
 
 #: cycles from ``start`` to the first FETCH (the controller latches the start request)
 START_CYCLES = 1
@@ -59,7 +61,6 @@ class Emulator:
         self.unified = np.zeros((2, g.unified_half_rows, g.lanes), np.uint64)
         self.accum = np.zeros((g.accum_rows, g.lanes), np.uint64)
         if not self.is_float and config.int_acc_width > 64:
-            from gen.errors import ConfigError
             raise ConfigError("the emulator holds integer accumulators in 64 bits; must be <= 64",
                               field="int_acc_width")
         #: the instruction memory (zeros decode as NOP); the host writes it with :meth:`load_program`
@@ -222,8 +223,7 @@ class Emulator:
             self.unified[half][u[sl]] = self._narrow(self.accum[a[sl]])
 
     def _vec(self, ins: Instr, half: int) -> None:
-        """VEC: chunk by chunk (``vec_rows`` rows each), per lane :func:`hdl.vector.vec_ref`."""
-        from hdl.vector import vec_ref
+        """VEC: chunk by chunk (``vec_rows`` rows each), per lane :func:`sim.vector_ref.vec_ref`."""
 
         V = self.geo.vec_rows
         wb = bool(ins.flags & Flag.WB)

@@ -1,7 +1,7 @@
 """Float64 golden model of a tensorized layer: FP, BP and WG by pairwise contraction.
 
 The results are computed by contracting each phase's tensor network
-(:func:`gen.network.phase_networks`) pair by pair in float64, never by
+(:func:`gen.workload.network.phase_networks`) pair by pair in float64, never by
 rebuilding the full weight matrix. Inputs are drawn from a seed and are exactly
 representable in bfloat16 (stored as float32), as ``shared/INTERFACES.md``
 section 2 asks.
@@ -26,10 +26,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from gen.network import Network, core_operands, greedy_path, path_steps, phase_networks, physical_modes
-from gen.spec import LayerSpec
+from gen.workload.network import Network, core_operands, greedy_path, path_steps, phase_networks, physical_modes
+from gen.workload.spec import LayerSpec
 
-from .bf16 import round_to_bf16_f32
+from sim.bf16 import round_to_bf16_f32
+from gen.workload.spec import parse_spec
 
 RESULT_KEYS = ("Y", "dX")
 
@@ -123,8 +124,6 @@ def write_npz(path: str | Path, arrays: Mapping[str, np.ndarray], spec: LayerSpe
 
 def read_npz(path: str | Path) -> tuple[LayerSpec, dict[str, np.ndarray]]:
     """Read an npz written by :func:`write_npz`: the spec and the arrays."""
-    from gen.spec import parse_spec
-
     with np.load(path) as z:
         arrays = {k: z[k] for k in z.files if k != "spec"}
         spec = parse_spec(json.loads(str(z["spec"])))

@@ -22,8 +22,9 @@ from typing import Mapping, Sequence
 
 from gen.errors import FettaError
 
-from . import toolchain
-from .vdedup import dedup_modules
+from sim import toolchain
+from sim.vdedup import dedup_modules
+import hdl
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = Path(os.environ.get("FETTA_BUILD_DIR", ROOT / "build"))
@@ -67,8 +68,6 @@ def elaborate(top: str, config) -> str:
 
     import amaranth
 
-    import hdl
-
     h = hashlib.sha256(json.dumps([top, config.to_dict(), amaranth.__version__], sort_keys=True).encode())
     for src in sorted((ROOT / "hdl").glob("*.py")):
         h.update(src.name.encode() + b"\0" + src.read_bytes())
@@ -97,7 +96,7 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
         # The benches only touch top-level ports, so make just those public (ports.vlt below).
         # The Verilog itself gets Amaranth's per-instance module copies merged (sim/vdedup.py;
         # the default accelerator: 1,402 modules -> 26), as Verilator compiles each to C++.
-        args = ["--no-public-flat-rw", *(f"-Wno-{w}" for w in toolchain.VERILATOR_SIM_WAIVERS), *build_args]
+        args = ["--no-public-flat-rw", *(f"-Wno-{w}" for w in toolchain.SIM_WAIVERS), *build_args]
     else:
         # cocotb passes -g2012, where variable initializers run before any process and raise no
         # event: Yosys' combinational `always @*` blocks (kicked off by an initialized dummy reg)

@@ -24,15 +24,31 @@ from gen.errors import FettaError
 SIMULATORS = ("icarus", "verilator")
 MIN_VERILATOR = (5, 36)
 
-#: Verilator warnings that are not errors in *simulation* builds, with the reason.
-#: (Lint runs, ``verilator --lint-only -Wall``, keep their own documented waivers.)
-VERILATOR_SIM_WAIVERS = {
-    # Amaranth sizes intermediate expressions exactly; zero-extension on
-    # assignment to a wider signal is intended.
+#: Verilator warning -> why it is not a defect in Amaranth-emitted Verilog. The one waiver table of the
+#: project: ``make lint`` / ``fetta lint`` and the sweep's lint column switch off :data:`LINT_WAIVERS`,
+#: simulation builds (:mod:`sim.runner`) :data:`SIM_WAIVERS`.
+VERILATOR_WAIVERS: dict[str, str] = {
+    # Amaranth emits every register as `reg x = <reset>;` and assigns it in an always block
+    "PROCASSINIT": "Amaranth declares registers with their reset value as initialiser",
+    # Amaranth sizes every intermediate expression exactly and relies on Verilog's implicit
+    # zero-extension / truncation on assignment
     "WIDTHEXPAND": "Amaranth widens operands implicitly by design",
-    # Amaranth truncates on assignment by design (e.g. wrapping counters).
-    "WIDTHTRUNC": "Amaranth truncates on assignment by design",
+    "WIDTHTRUNC": "Amaranth truncates on assignment by design (wrapping counters, slices)",
+    # flattened port aliases: in an array of identical PEs the edge ones are unconnected by
+    # construction, and intermediate expressions keep bits that a later slice drops
+    "UNUSEDSIGNAL": "flattened port aliases of uniform PEs and unused bits of sized intermediates",
+    # submodules that Amaranth does not flatten are named `<top>.<path>`, never a file name
+    "DECLFILENAME": "Amaranth emits every module of a design into one file",
+    # one `casez (fsm_state)` per driven signal lists only the states that assign it (the
+    # default comes from an assignment before the case); fatal by default in builds
+    "CASEINCOMPLETE": "Amaranth's FSM decoding lists only the states that assign a signal",
 }
+#: waived by the lint (``-Wall``); CASEINCOMPLETE stays reported there
+LINT_WAIVERS: tuple[str, ...] = ("PROCASSINIT", "WIDTHEXPAND", "WIDTHTRUNC", "UNUSEDSIGNAL", "DECLFILENAME")
+#: waived in simulation builds (the others are -Wall-only warnings)
+SIM_WAIVERS: tuple[str, ...] = ("WIDTHEXPAND", "WIDTHTRUNC")
+#: waived in builds of the whole accelerator (its controller FSM)
+SYSTEM_WAIVERS: tuple[str, ...] = ("CASEINCOMPLETE",)
 
 
 class ToolchainError(FettaError):

@@ -1,7 +1,7 @@
 """Independent reference for the golden model: the full weight rebuilt from the cores.
 
 Written straight from the table in ``shared/INTERFACES.md`` section 1, without
-``gen.network`` (whose mode bookkeeping the golden model uses), so that a
+``gen.workload.network`` (whose mode bookkeeping the golden model uses), so that a
 mistake there cannot hide in both.
 """
 

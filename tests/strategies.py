@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from gen.spec import parse_spec
+from gen.workload.spec import parse_spec
 
 
 @st.composite

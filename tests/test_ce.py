@@ -13,7 +13,7 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gen.config import FettaConfig
+from gen.design.config import FettaConfig
 from gen.errors import ConfigError
 from hdl.ce import CE, CEMode
 from sim.bf16 import bf16_dot, round_to_bf16_f32
@@ -279,7 +279,7 @@ def test_ce_cocotb_full_range(sim, tmp_path):
 @pytest.mark.sim
 def test_ce_lint_clean():
     """``verilator --lint-only -Wall`` on the emitted CE: only the documented waivers."""
-    from gen.lint import lint_top
+    from gen.toolflow.lint import lint_top
 
     for datatype in ("bf16", "int16"):
         warnings = lint_top("ce", FettaConfig(datatype=datatype))

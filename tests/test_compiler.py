@@ -20,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gen.compiler import Layout, compile_layer, execute
-from gen.config import FettaConfig
-from gen.network import phase_networks
-from gen.spec import parse_spec
+from gen.compiler import Layout, compile_layer
+from gen.toolflow.execute import execute, rtl_check
+from gen.design.config import FettaConfig
+from gen.workload.network import phase_networks
+from gen.workload.spec import parse_spec
 from sim.golden import compute, random_inputs
 
 DEFAULT = FettaConfig()
@@ -202,7 +203,6 @@ def test_cli_json(tmp_path, capsys):
 @pytest.mark.parametrize("fmt", ["tt"])
 def test_rtl_icarus(fmt):
     """Emulator == RTL (Icarus), rows read back and cycles of every run, on the 4-CE configuration."""
-    from gen.compiler import rtl_check
 
     spec = parse_spec(SPECS[fmt])
     _, ex = check_layer(spec, "train", SMALL)
@@ -213,7 +213,6 @@ def test_rtl_icarus(fmt):
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["tt", "ttm", "tr"])
 def test_rtl_verilator(fmt):
-    from gen.compiler import rtl_check
 
     spec = parse_spec(SPECS[fmt])
     _, ex = check_layer(spec, "train", SMALL)
@@ -226,7 +225,7 @@ def test_plan_search_finds_realisable_splits():
     (8.0 % utilization when it stopped after a fixed number of plans, 23.5 % now)."""
     from pathlib import Path
 
-    from gen.spec import load_spec
+    from gen.workload.spec import load_spec
 
     cfg = FettaConfig()
     prog = compile_layer(load_spec(Path(__file__).parent.parent / "benchmarks/layers/ucf_tr14.json"), "fp", cfg)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gen.cli import main as fetta
-from gen.config import FettaConfig, load_config
+from gen.design.config import FettaConfig, load_config
 from gen.errors import ConfigError
 
 

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The controller's decoder (Amaranth simulator) against :func:`gen.isa.check`: the same
+"""The controller's decoder (Amaranth simulator) against :func:`gen.design.isa.check`: the same
 error code for random instructions, biased towards the boundaries of every check."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gen.config import FettaConfig
-from gen.isa import ErrorCode, Geometry, Instr, check
+from gen.design.config import FettaConfig
+from gen.design.isa import ErrorCode, Geometry, Instr, check
 from hdl.controller import Decoder
 
 CFG = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
@@ -59,7 +59,7 @@ def test_decoder_matches_isa_check(batch):
 
 
 def test_every_code_reachable():
-    from gen.isa import gemm, load, store
+    from gen.design.isa import gemm, load, store
 
     cases = {ErrorCode.NONE: gemm(K=2, o=(0, 1)), ErrorCode.ILLEGAL_OPCODE: Instr(opcode=7),
              ErrorCode.BAD_SHAPE: gemm(K=1, grid=(2, 2, 2)),

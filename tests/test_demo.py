@@ -1,12 +1,12 @@
-"""The main job's RTL step (``gen.demo.run_on_accelerator``) on the 4-CE demo design in Icarus:
+"""The main job's RTL step (``gen.toolflow.demo.run_on_accelerator``) on the 4-CE demo design in Icarus:
 the dense tiler path and the compiler path (a small TT layer)."""
 
 import json
 
 import pytest
 
-from gen.config import load_config
-from gen.demo import run_on_accelerator
+from gen.design.config import load_config
+from gen.toolflow.demo import run_on_accelerator
 
 
 @pytest.mark.sim

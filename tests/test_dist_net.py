@@ -10,11 +10,12 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gen import routing
-from gen.config import FettaConfig
+from gen.design import routing
+from gen.design.config import FettaConfig
 from gen.errors import ConfigError
 from hdl.dist_net import DistNet, dist_net
-from sim import net_model as nm
+from gen.design import netsem as nm
+from sim import net_model as sm
 from sim import toolchain
 
 # (ports, lanes, width): small shapes keep the simulator fast; 16x4 is the paper's
@@ -28,13 +29,13 @@ def simulate(dut: DistNet, beats):
 
     async def tb(ctx):
         for data, valid, sel, bank, tr in beats:
-            ctx.set(dut.i_data.as_value(), nm.pack_rows(data, W))
+            ctx.set(dut.i_data.as_value(), sm.pack_rows(data, W))
             ctx.set(dut.i_valid, nm.pack_bits(valid))
             ctx.set(dut.sel_vec, sel)
             ctx.set(dut.bank_idx, bank)
             ctx.set(dut.transpose, tr)
             await ctx.tick()
-            outs.append((nm.unpack_rows(ctx.get(dut.o_data.as_value()), N, L, W),
+            outs.append((sm.unpack_rows(ctx.get(dut.o_data.as_value()), N, L, W),
                          nm.unpack_bits(ctx.get(dut.o_valid), N)))
 
     sim = Simulator(dut)
@@ -157,12 +158,12 @@ def test_verilog_matches_model(sim, data, tmp_path_factory):
     bs = data.draw(beats(N, L, W, count=24))
     routed = routing.route_dist(N, routing.multicast_sources(N, 4, [5, 2]), transpose=True, bank_idx=3)
     bs.append((bs[0][0], [1] * N, routed.port_value(), routed.bank_idx, 1))
-    flat = [(nm.pack_rows(d, W), nm.pack_bits(v), sel, bank, tr) for d, v, sel, bank, tr in bs]
+    flat = [(sm.pack_rows(d, W), nm.pack_bits(v), sel, bank, tr) for d, v, sel, bank, tr in bs]
     if not toolchain.available(sim):
         pytest.skip(f"{sim} not available")
-    got = nm.run_net_bench("dist_net", cfg, flat, latency=1, ctrl_port="sel_vec", sim=sim,
+    got = sm.run_net_bench("dist_net", cfg, flat, latency=1, ctrl_port="sel_vec", sim=sim,
                            workdir=tmp_path_factory.mktemp("dist"))
     assert len(got) == len(bs)
     for (d, v, sel, bank, tr), o in zip(bs, got):
         md, mv = model(d, v, sel, bank, tr, N, L)
-        assert (nm.unpack_rows(o["data"], N, L, W), nm.unpack_bits(o["valid"], N)) == (md, mv)
+        assert (sm.unpack_rows(o["data"], N, L, W), nm.unpack_bits(o["valid"], N)) == (md, mv)

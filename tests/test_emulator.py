@@ -19,9 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gen.config import FettaConfig
-from gen.gemm import plan_gemm, run_emulator
-from gen.isa import ErrorCode, Geometry, Instr, gemm, halt, load, store
+from gen.design.config import FettaConfig
+from gen.compiler.gemm import plan_gemm
+from gen.toolflow.execute import run_emulator
+from gen.design.isa import ErrorCode, Geometry, Instr, gemm, halt, load, store
 from sim import bf16 as fp
 from sim.emulator import Emulator, program_cycles
 
@@ -172,7 +173,7 @@ def test_fetta_run_emulator_cli(tmp_path, phase):
     from sim.golden import golden, read_npz
 
     _, arrays = read_npz(out)
-    from gen.spec import load_spec
+    from gen.workload.spec import load_spec
 
     ref = golden(load_spec(spec), 0)
     keys = ["Y"] if phase == "fp" else ["Y", "dX", "dcore_0"]

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gen.network import phase_networks
-from gen.spec import FORMATS, parse_spec
+from gen.workload.network import phase_networks
+from gen.workload.spec import FORMATS, parse_spec
 from sim.bf16 import is_bf16_exact
 from sim.golden import golden, random_inputs, read_npz, write_npz
 

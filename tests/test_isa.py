@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gen.config import FettaConfig
-from gen.isa import (INSTR_BITS, LAYOUT, ErrorCode, Geometry, Instr, IsaError, Opcode, check, decode, exec_cycles,
+from gen.design.config import FettaConfig
+from gen.design.isa import (INSTR_BITS, LAYOUT, ErrorCode, Geometry, Instr, IsaError, Opcode, check, decode, exec_cycles,
                      gemm, halt, load, store, vec, vector_rows)
 
 GEO = Geometry.of(FettaConfig())

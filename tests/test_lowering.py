@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gen.lowering import lower_step
-from gen.network import greedy_path, path_steps, phase_networks
+from gen.workload.grouping import lower_step
+from gen.workload.network import greedy_path, path_steps, phase_networks
 from sim.golden import random_inputs
 
 from .strategies import specs
@@ -37,7 +37,7 @@ def test_every_step_of_every_network_runs_as_a_strided_gemm(spec, rnd):
 
 
 def test_grouping_of_a_tt_step():
-    from gen.spec import parse_spec
+    from gen.workload.spec import parse_spec
 
     spec = parse_spec({"format": "tt", "in_modes": [4, 3], "out_modes": [2, 5], "ranks": 3, "batch": 2})
     fp, = phase_networks(spec, "fp")

@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-from gen.arch import ARCHS
-from gen.config import FettaConfig
-from gen.model import ENERGY_PJ, gemm_of, map_step, model_network, model_phase
-from gen.network import Network, Operand, path_steps, phase_networks
-from gen.spec import load_spec, parse_spec
+from gen.model.arch import ARCHS
+from gen.design.config import FettaConfig
+from gen.model import ENERGY_PJ, gemm_of, map_step, model_network
+from gen.search import model_phase
+from gen.workload.network import Network, Operand, path_steps, phase_networks
+from gen.workload.spec import load_spec, parse_spec
 
 CFG = FettaConfig()
 
@@ -131,9 +132,8 @@ def test_cli_model_bad_config_field():
 
 def test_narrow_integer_elements_occupy_whole_bytes():
     """int_width < 8 still stores one element per byte (no division by zero, finite traffic)."""
-    from gen.config import FettaConfig
-    from gen.model import model_phase
-    from gen.spec import parse_spec
+    from gen.design.config import FettaConfig
+    from gen.workload.spec import parse_spec
 
     spec = parse_spec({"format": "tt", "in_modes": [4, 4], "out_modes": [4, 4], "ranks": 2, "batch": 4})
     narrow = model_phase(spec, "fp", FettaConfig(datatype="int16", int_width=4, int_acc_width=16))

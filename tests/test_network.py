@@ -10,8 +10,8 @@ import opt_einsum
 import pytest
 from hypothesis import given
 
-from gen.network import greedy_path, path_macs, path_steps, phase_networks
-from gen.spec import parse_spec
+from gen.workload.network import greedy_path, path_macs, path_steps, phase_networks
+from gen.workload.spec import parse_spec
 from sim.golden import contract, random_inputs
 
 from .strategies import specs

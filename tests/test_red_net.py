@@ -11,11 +11,12 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gen import routing
-from gen.config import FettaConfig
+from gen.design import routing
+from gen.design.config import FettaConfig
 from gen.errors import ConfigError
 from hdl.red_net import AdderSwitch, RedNet, SwitchMode, red_net
-from sim import net_model as nm
+from gen.design import netsem as nm
+from sim import net_model as sm
 from sim import toolchain
 from sim.bf16 import f32_add, f32_bits, f32_from_bits
 
@@ -44,7 +45,7 @@ def simulate(dut: RedNet, beats):
         for c in range(len(beats) + lat - 1):
             if c < len(beats):
                 data, valid, mode, bank, tr = beats[c]
-                ctx.set(dut.i_data.as_value(), nm.pack_rows(data, W))
+                ctx.set(dut.i_data.as_value(), sm.pack_rows(data, W))
                 ctx.set(dut.i_valid, nm.pack_bits(valid))
                 ctx.set(dut.mode, mode)
                 ctx.set(dut.bank_idx, bank)
@@ -55,7 +56,7 @@ def simulate(dut: RedNet, beats):
                 ctx.set(dut.transpose, c % 2)
             await ctx.tick()
             if c >= lat - 1:
-                outs.append((nm.unpack_rows(ctx.get(dut.o_data.as_value()), N, L, W),
+                outs.append((sm.unpack_rows(ctx.get(dut.o_data.as_value()), N, L, W),
                              nm.unpack_bits(ctx.get(dut.o_valid), N)))
 
     sim = Simulator(dut)
@@ -95,7 +96,7 @@ def test_rtl_matches_model_random_controls(N, L, dt, W, data):
     """Random modes, bank indices, transposes, data and valids, changing every cycle: RTL == model."""
     bs = data.draw(beats(N, L, dt, W))
     got = simulate(RedNet(ports=N, lanes=L, datatype=dt, width=W), bs)
-    add = nm.adder_for(dt, W)
+    add = sm.adder_for(dt, W)
     assert len(got) == len(bs)
     for beat, (od, ov) in zip(bs, got):
         md, mv = model(beat, N, L, add)
@@ -112,20 +113,20 @@ def test_adder_switch_all_modes(dt, W, data):
     a = [data.draw(elem(dt, W)) for _ in range(L)]
     b = [data.draw(elem(dt, W)) for _ in range(L)]
     dut = AdderSwitch(lanes=L, datatype=dt, width=W)
-    add = nm.adder_for(dt, W)
+    add = sm.adder_for(dt, W)
     results = []
 
     async def tb(ctx):
-        ctx.set(dut.a, nm.pack_rows([a], W))
-        ctx.set(dut.b, nm.pack_rows([b], W))
+        ctx.set(dut.a, sm.pack_rows([a], W))
+        ctx.set(dut.b, sm.pack_rows([b], W))
         for mode in SwitchMode:
             for va in (0, 1):
                 for vb in (0, 1):
                     ctx.set(dut.mode, mode)
                     ctx.set(dut.a_valid, va)
                     ctx.set(dut.b_valid, vb)
-                    got = (nm.unpack_rows(ctx.get(dut.l), 1, L, W)[0], ctx.get(dut.l_valid),
-                           nm.unpack_rows(ctx.get(dut.r), 1, L, W)[0], ctx.get(dut.r_valid))
+                    got = (sm.unpack_rows(ctx.get(dut.l), 1, L, W)[0], ctx.get(dut.l_valid),
+                           sm.unpack_rows(ctx.get(dut.r), 1, L, W)[0], ctx.get(dut.r_valid))
                     results.append((mode.value, va, vb, got))
 
     sim = Simulator(dut)
@@ -149,7 +150,7 @@ def test_full_size_reductions(dt, W):
         data = [[int(x) for x in row] for row in f32_bits(vals)]
     else:
         data = [[int(x) for x in row] for row in rng.integers(0, 1 << W, size=(N, L), dtype=np.uint64)]
-    add = nm.adder_for(dt, W)
+    add = sm.adder_for(dt, W)
     patterns = []
     for size in (1, 2, 4, 8, 16):
         patterns.append(routing.reduction_groups(N, size, offset=size - 1))
@@ -229,13 +230,13 @@ def test_verilog_matches_model(sim, dt, data, tmp_path_factory):
     for groups in ([(0, 4, 3)], [(0, 2, 1), (2, 2, 0)]):
         r = routing.route_red(N, groups)
         bs.append((bs[0][0], [1] * N, r.port_value(), 0, 0))
-    flat = [(nm.pack_rows(d, W), nm.pack_bits(v), mode, bank, tr) for d, v, mode, bank, tr in bs]
+    flat = [(sm.pack_rows(d, W), nm.pack_bits(v), mode, bank, tr) for d, v, mode, bank, tr in bs]
     if not toolchain.available(sim):
         pytest.skip(f"{sim} not available")
-    got = nm.run_net_bench("red_net", cfg, flat, latency=nm.log2_exact(N), ctrl_port="mode", sim=sim,
+    got = sm.run_net_bench("red_net", cfg, flat, latency=nm.log2_exact(N), ctrl_port="mode", sim=sim,
                            workdir=tmp_path_factory.mktemp("red"))
-    add = nm.adder_for(dt, W)
+    add = sm.adder_for(dt, W)
     assert len(got) == len(bs)
     for beat, o in zip(bs, got):
         md, mv = model(beat, N, L, add)
-        assert (nm.unpack_rows(o["data"], N, L, W), nm.unpack_bits(o["valid"], N)) == (md, mv)
+        assert (sm.unpack_rows(o["data"], N, L, W), nm.unpack_bits(o["valid"], N)) == (md, mv)

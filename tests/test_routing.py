@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gen import routing
-from gen.routing import RoutingError, route_dist, route_red
-from sim import net_model as nm
+from gen.design import routing
+from gen.design.routing import RoutingError, route_dist, route_red
+from gen.design import netsem as nm
 
 PORTS = [2, 4, 8, 16, 32, 64]
 

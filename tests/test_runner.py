@@ -55,7 +55,7 @@ def test_double_underscore_top_is_refused(design):
 
 def test_elaboration_is_cached_per_config(tmp_path, monkeypatch):
     import hdl
-    from gen.config import FettaConfig
+    from gen.design.config import FettaConfig
 
     monkeypatch.setattr(runner, "BUILD_ROOT", tmp_path)
     cfg = FettaConfig()

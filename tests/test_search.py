@@ -17,10 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gen.baselines import BASELINES, baseline_path, baselines_for, dense_layer_macs
-from gen.network import Network, Operand, path_macs, path_steps, phase_networks
-from gen.search import _Tables, path_cost, search_network, training_aware
-from gen.spec import load_spec, parse_spec
+from gen.search.baselines import BASELINES, baseline_path, baselines_for, dense_layer_macs
+from gen.workload.network import Network, Operand, path_macs, path_steps, phase_networks
+from gen.search import path_cost, search_network, training_aware
+from gen.search.csse import _Tables
+from gen.workload.spec import load_spec, parse_spec
 
 from .strategies import specs
 

@@ -11,7 +11,7 @@ import pytest
 
 from gen.cli import main as fetta
 from gen.errors import SpecError
-from gen.spec import FORMATS, parse_spec
+from gen.workload.spec import FORMATS, parse_spec
 
 BASE = {"name": "x", "format": "tt", "in_modes": [4, 3], "out_modes": [2, 5], "ranks": 3, "batch": 2}
 

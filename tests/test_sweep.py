@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from gen import sweep, synth
+from gen.toolflow import sweep, synth
 from gen.errors import ConfigError
 
 pytestmark = pytest.mark.skipif(shutil.which("yosys") is None, reason="Debian yosys missing: make toolchain")
@@ -175,9 +175,9 @@ banks = [2, 3]
 
 
 def test_cycles_come_from_the_analytical_model(tmp_path):
-    model = pytest.importorskip("gen.model")
-    from gen.config import FettaConfig
-    from gen.spec import load_spec
+    from gen.design.config import FettaConfig
+    from gen.search import model_phase
+    from gen.workload.spec import load_spec
 
     grid = toy_grid(sweep={"lint": False, "layers": ["examples/atis_tt.json"], "phase": "fp"},
                     base={"net_ports": 16, "banks": 16, "lanes": 4},
@@ -188,6 +188,6 @@ def test_cycles_come_from_the_analytical_model(tmp_path):
     spec = load_spec(sweep.ROOT / "examples" / "atis_tt.json")
     for n, r in rows.items():
         cfg = FettaConfig(datatype="int16", int_width=16, int_acc_width=32, net_ports=16, num_ces=n, banks=16)
-        assert int(r["cycles.atis_tt"]) == model.model_phase(spec, "fp", cfg).cycles > 0
+        assert int(r["cycles.atis_tt"]) == model_phase(spec, "fp", cfg).cycles > 0
     assert int(rows[16]["cycles.atis_tt"]) < int(rows[4]["cycles.atis_tt"])
     assert {p.name for p in s.plots} == {"area_toy.png", "cycles_vs_area_toy.png"}

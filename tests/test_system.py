@@ -18,12 +18,12 @@ import sys
 import numpy as np
 import pytest
 
-from gen.config import FettaConfig
-from gen.gemm import plan_gemm
-from gen.isa import Instr, halt, load, nop, store, sync, vec
-from gen.isa import gemm as _gemm
+from gen.design.config import FettaConfig
+from gen.compiler.gemm import plan_gemm
+from gen.design.isa import Instr, halt, load, nop, store, sync, vec
+from gen.design.isa import gemm as _gemm
 from sim import bf16 as fp
-from sim.benches.system_bench import plan_jobs, run_jobs_rtl
+from sim.rtl import plan_jobs, run_jobs_rtl, run_plan_rtl
 from sim.emulator import Emulator
 
 SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
@@ -207,7 +207,7 @@ def test_default_config_every_grid_verilator():
     (multicast of IA to 1..16 CEs, of IB to 1..16, spatial reduction over 1, 2, 4, 8 and 16 CEs)
     and the CE modes 1..5 (both halves: the 256^3 run of the test above): every row read back, the cycles, error and pc equal the
     emulator's."""
-    from gen.gemm import _grids
+    from gen.compiler.gemm import _grids
 
     cfg = FettaConfig()
     rng = np.random.default_rng(16)
@@ -229,8 +229,7 @@ def test_default_config_every_grid_verilator():
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 def test_default_config_256(sim):
     """The default accelerator (16 CEs, 256 MACs) on a 256 x 256 x 256 GEMM."""
-    from gen.gemm import run_emulator
-    from sim.benches.system_bench import run_plan_rtl
+    from gen.toolflow.execute import run_emulator
 
     cfg = FettaConfig()
     rng = np.random.default_rng(5)
@@ -263,7 +262,7 @@ def test_fetta_run_dense_random_default_config(tmp_path, sim):
     Verilator also 256^3): the RTL equals the emulator bit for bit (cycles included) and every
     output is within the bf16-rounding + FP32-accumulation bound of the float64 golden model.
     Costs ~70 s of elaboration (cached on disk) + ~3 min Verilator build + ~1.5 min of runs."""
-    from gen.spec import load_spec
+    from gen.workload.spec import load_spec
     from sim.golden import golden, read_npz
 
     for M, K, N in _dense_sizes(sim, 2):

@@ -79,7 +79,7 @@ def test_different_modules_are_kept():
 def test_accelerator_modules_shrink():
     """The 4-CE accelerator: Amaranth's per-instance modules collapse to the distinct blocks."""
     import hdl
-    from gen.config import FettaConfig
+    from gen.design.config import FettaConfig
 
     cfg = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
     text = hdl.to_verilog("fetta", cfg)

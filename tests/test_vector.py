@@ -8,13 +8,15 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gen.config import FettaConfig
+from gen.design.config import FettaConfig
 from gen.errors import ConfigError
-from gen.isa import Instr, Opcode
-from gen.isa import check as isa_check
+from gen.design.isa import Instr, Opcode
+from gen.design.isa import check as isa_check
 from tests.test_controller import GEO as CGEO
 from tests.test_controller import decode_rtl
-from hdl.vector import BF16_ONE, VecOp, VectorUnit, vec_ref, vec_rows
+from gen.design.isa import BF16_ONE, VecOp
+from hdl.vector import VectorUnit, vec_rows
+from sim.vector_ref import vec_ref
 from sim import bf16 as fp
 
 LANES = 8
@@ -157,5 +159,5 @@ def vec_instrs(draw):
 @settings(max_examples=2, database=None, deadline=None)
 @given(st.lists(vec_instrs(), min_size=60, max_size=60))
 def test_decoder_vec_matches_isa_check(batch):
-    """The controller's VEC checks (RTL) give the error code of :func:`gen.isa.check`."""
+    """The controller's VEC checks (RTL) give the error code of :func:`gen.design.isa.check`."""
     assert [int(isa_check(i, CGEO)) for i in batch] == decode_rtl([i.encode() for i in batch])

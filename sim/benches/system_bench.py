@@ -1,10 +1,10 @@
-"""cocotb system bench of the whole accelerator (``fetta_fetta``) and its host-side driver.
+"""cocotb system bench of the whole accelerator (``fetta_fetta``) (the cocotb side; the host-side API is :mod:`sim.rtl`).
 
 The bench plays the host: for every *job* of the input file it writes rows into
 the unified memory (and the accumulation unit), pushes the instruction words,
 starts the run on a ping-pong half, waits for ``done``, and reads rows back.
 
-Input (``FETTA_BENCH_IN``, an npz written by :func:`write_jobs`), per job ``j``:
+Input (``FETTA_BENCH_IN``, an npz written by :func:`sim.rtl.write_jobs`), per job ``j``:
 ``j{j}_uaddr/_uhalf/_udata`` unified rows to write (bit patterns ``[n, lanes]``),
 ``j{j}_aaddr/_adata`` accumulation rows to write, ``j{j}_prog`` instruction words
 (as hex strings), ``j{j}_half`` the run half, ``j{j}_ur/_urhalf`` unified rows and
@@ -21,10 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-#: Amaranth emits one ``casez (fsm_state)`` per driven signal listing only the states that
-#: assign it (the default comes from an assignment before the case), which Verilator flags as
-#: CASEINCOMPLETE, fatal by default. The incompleteness is intended, so it is waived here.
-VERILATOR_ARGS = ("-Wno-CASEINCOMPLETE",)
 CLOCK_NS = 10
 
 
@@ -135,110 +131,3 @@ if cocotb is not None:
         from cocotb.simtime import get_sim_time
         out["sim_cycles"] = int(get_sim_time("ns")) // CLOCK_NS     # every cycle simulated (host port included)
         np.savez(Path(os.environ["FETTA_RUN_DIR"]) / "out.npz", **out)
-
-
-# --- host side ------------------------------------------------------------------------
-def _arr(x, shape_tail=None):
-    a = np.asarray(x, np.uint64)
-    return a
-
-
-def write_jobs(path, config, jobs) -> None:
-    """``jobs``: dicts with keys ``uwrites`` [(half, addr, rows_bits)], ``awrites`` [(addr, rows_bits)],
-    ``prog`` [words], ``half``, ``ureads`` [(half, addr, n)], ``areads`` [(addr, n)], ``limit``."""
-    L = config.lanes
-    d = {"meta": np.array([L, config.elem_bits, config.acc_bits, len(jobs)])}
-    for j, job in enumerate(jobs):
-        p = f"j{j}_"
-        ua, uh, ud = [], [], []
-        for half, addr, rows in job.get("uwrites", []):
-            rows = np.asarray(rows, np.uint64).reshape(-1, L)
-            ua += list(range(addr, addr + len(rows)))
-            uh += [half] * len(rows)
-            ud.append(rows)
-        d[p + "uaddr"] = np.array(ua, np.int64)
-        d[p + "uhalf"] = np.array(uh, np.int64)
-        d[p + "udata"] = np.concatenate(ud) if ud else np.zeros((0, L), np.uint64)
-        aa, ad = [], []
-        for addr, rows in job.get("awrites", []):
-            rows = np.asarray(rows, np.uint64).reshape(-1, L)
-            aa += list(range(addr, addr + len(rows)))
-            ad.append(rows)
-        d[p + "aaddr"] = np.array(aa, np.int64)
-        d[p + "adata"] = np.concatenate(ad) if ad else np.zeros((0, L), np.uint64)
-        d[p + "prog"] = np.array([format(int(w), "x") for w in job["prog"]])
-        d[p + "half"] = np.array(job.get("half", 0))
-        d[p + "limit"] = np.array(job.get("limit", 1_000_000))
-        ur, urh = [], []
-        for half, addr, n in job.get("ureads", []):
-            ur += list(range(addr, addr + n))
-            urh += [half] * n
-        d[p + "ur"] = np.array(ur, np.int64)
-        d[p + "urhalf"] = np.array(urh, np.int64)
-        ar = []
-        for addr, n in job.get("areads", []):
-            ar += list(range(addr, addr + n))
-        d[p + "ar"] = np.array(ar, np.int64)
-    np.savez(path, **d)
-
-
-def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None):
-    """Build (cached) the accelerator for ``config``, run ``jobs`` on ``sim``; returns the output dict
-    and the :class:`sim.runner.SimBuild`. ``verilog``: the design's text when the caller already
-    elaborated it (else :func:`sim.runner.elaborate`)."""
-    import tempfile
-
-    import hdl
-    from sim.runner import build, elaborate, run
-
-    text = verilog if verilog is not None else elaborate("fetta", config)
-    sb = build(text, hdl.module_name("fetta"), sim, build_args=VERILATOR_ARGS if sim == "verilator" else ())
-    with tempfile.TemporaryDirectory() as tmp:
-        inp = Path(tmp) / "jobs.npz"
-        write_jobs(inp, config, jobs)
-        rd = run(sb, "sim.benches.system_bench", env={"FETTA_BENCH_IN": str(inp)})
-    with np.load(rd / "out.npz") as z:
-        return {k: z[k] for k in z.files}, sb
-
-
-def plan_jobs(config, plan):
-    """One job per pass of a :class:`gen.gemm.GemmPlan` (operands as bit patterns)."""
-    from gen.gemm import read_y_rows
-    from sim.emulator import Emulator
-
-    emu = Emulator(config)
-    jobs = []
-    for p in plan.passes:
-        jobs.append({"uwrites": [(p.half, a, emu.to_elem_bits(rows)) for a, rows in p.writes],
-                     "prog": p.words, "half": p.half,
-                     "ureads": [(p.half, a, n) for a, n in read_y_rows(p)]})
-    return jobs
-
-
-def run_plan_rtl(config, plan, sim: str, verilog: str | None = None, stats: dict | None = None):
-    """``(Y, cycles, tcu_macs)`` of a GEMM plan executed on the RTL (as :func:`gen.gemm.run_emulator`).
-    ``stats`` (optional) receives ``sim_cycles``: every clock cycle simulated, host transfers included."""
-    from gen.gemm import TilingError, assemble_y, read_y_rows
-    from gen.isa import Geometry, decode, gemm_macs, Opcode
-    from sim.emulator import Emulator
-
-    emu = Emulator(config)
-    out, _ = run_jobs_rtl(config, plan_jobs(config, plan), sim, verilog)
-    if stats is not None:
-        stats["sim_cycles"] = int(out["sim_cycles"])
-    cycles = 0
-    results = []
-    geo = Geometry.of(config)
-    tcu_macs = 0
-    for j, p in enumerate(plan.passes):
-        if int(out[f"j{j}_error"]) != 0:
-            raise TilingError(f"pass {j} stopped with error code {int(out[f'j{j}_error'])}", field="program")
-        cycles += int(out[f"j{j}_cycles"])
-        rows = out[f"j{j}_urd"]
-        chunks, pos = [], 0
-        for _, n in read_y_rows(p):
-            chunks.append(emu.from_elem_bits(rows[pos:pos + n]))
-            pos += n
-        results.append(chunks)
-        tcu_macs += sum(gemm_macs(decode(w), geo) for w in p.words if decode(w).opcode == Opcode.GEMM)
-    return assemble_y(plan, results), cycles, tcu_macs

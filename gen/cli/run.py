@@ -1,0 +1,92 @@
+"""``fetta run``: compile a layer into instruction passes and execute it on the simulated accelerator.
+
+Every format runs: ``dense`` specs keep the dedicated GEMM tiler (each phase one GEMM (``fp``: ``Y = X @ W``; ``bp``:
+``dX = dY @ W.T``; ``wg``: ``dcore_0 = X.T @ dY``) tiled over all CEs by
+:mod:`gen.compiler.gemm`. ``--sim emulator`` runs the instruction-level emulator;
+``--sim icarus|verilator`` runs the emitted Verilog of the whole accelerator
+under cocotb (``sim/benches/system_bench.py``). The other formats (``tt, tr, ttm, ht, bt,
+tucker``) go through :mod:`gen.compiler` (pairwise contractions along the CSSE's MAC-optimal
+paths, see ``docs/compiler.md``); on ``icarus``/``verilator`` the compiled runs are executed on
+the emulator and on the RTL, and every row read back and every run's cycle count must agree
+bit for bit (else exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, print_json
+from gen.errors import ConfigError
+from gen.toolflow.run import PHASES, SIMS, max_rel_err, phases_of, run_compiled_layer, run_dense
+from gen.workload.spec import load_spec
+from sim.golden import compute, random_inputs, write_npz
+
+HELP = "compile and execute a layer (any format, fp/bp/wg/train) on the simulated accelerator"
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--spec", required=True, metavar="S.json", help="layer spec (INTERFACES section 1)")
+    p.add_argument("--phase", default="fp", choices=(*PHASES, "train"), help="training phase (default fp)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--sim", default="emulator", choices=SIMS, help="execution engine (default emulator)")
+    p.add_argument("--out", metavar="F.npz", help="write inputs and results (INTERFACES section 2)")
+    add_config_arguments(p)
+    add_json_argument(p)
+
+
+def main(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    config = config_from_args(args)
+    if config.datatype != "bf16":
+        raise ConfigError("fetta run drives bf16 layers; int16 is for dataflow bring-up", field="datatype")
+    inputs = random_inputs(spec, args.seed)
+    if spec.format != "dense":
+        return run_compiled(args, spec, config, inputs)
+    phases = phases_of(args.phase)
+    golden = compute(spec, inputs, phases=phases)
+    t0 = time.perf_counter()
+    r = run_dense(config, inputs, phases, args.sim, show_progress=not args.json)
+    seconds = time.perf_counter() - t0
+    if args.out:
+        write_npz(args.out, {**inputs, **r["results"]}, spec)
+    result = {"spec": spec.name, "phase": args.phase, "sim": args.sim, "cycles": r["cycles"], "macs": r["macs"],
+              "utilization": r["macs"] / (r["cycles"] * config.macs), "max_rel_err": max_rel_err(r["results"], golden),
+              "tcu_macs": r["tcu_macs"], "passes": r["passes"], "grids": r["grids"],
+              "seconds": round(seconds, 3)}
+    if args.json:
+        print_json(result)
+    else:
+        print(f"{spec.name} {args.phase} on {args.sim}: {r['cycles']} cycles, {r['macs']} MACs, utilization "
+              f"{result['utilization']:.1%}, max rel. error {result['max_rel_err']:.2e} ({seconds:.1f} s)")
+    return 0
+
+
+def run_compiled(args, spec, config, inputs) -> int:
+    """Tensorized formats: :func:`run_compiled_layer`, JSON / npz output."""
+    t0 = time.perf_counter()
+    prog, ex, rtl = run_compiled_layer(spec, args.phase, config, inputs, args.sim, show_progress=not args.json)
+    golden = compute(spec, inputs, phases=phases_of(args.phase))
+    seconds = time.perf_counter() - t0
+    if args.out:
+        out = dict(inputs)
+        out.update({k: v.astype(np.float32) for k, v in ex.results.items()})
+        write_npz(args.out, out, spec)
+    result = {"spec": spec.name, "format": spec.format, "phase": args.phase, "sim": args.sim,
+              "cycles": ex.cycles, "macs": prog.macs, "utilization": prog.macs / (ex.cycles * config.macs),
+              "max_rel_err": max_rel_err(ex.results, golden), "tcu_macs": ex.tcu_macs, "runs": len(prog.runs),
+              "instructions": sum(len(r.program) for r in prog.runs),
+              "relayouts": prog.relayouts, "relayout_bytes": prog.relayout_bytes,
+              "relayout_cycles": prog.relayout_cycles, "onchip_bytes": prog.onchip_bytes,
+              "dram_bytes": prog.dram_bytes, "paths": prog.paths, "reused": prog.reused,
+              "seconds": round(seconds, 3)}
+    if rtl is not None:
+        result["rtl_equal"] = rtl
+    if args.json:
+        print_json(result)
+    else:
+        print(f"{spec.name} {args.phase} on {args.sim}: {ex.cycles} cycles, {prog.macs} MACs, utilization "
+              f"{result['utilization']:.1%}, max rel. error {result['max_rel_err']:.2e}, "
+              f"{prog.relayouts} re-layouts ({seconds:.1f} s)")
+    return 0

@@ -1,0 +1,49 @@
+"""``fetta verilog``: elaborate the accelerator (or one block) to Verilog."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, print_json
+import hdl
+from gen.errors import ConfigError
+
+HELP = "elaborate the accelerator (or --top BLOCK) to Verilog"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_config_arguments(p)
+    p.add_argument("--top", default=None, metavar="BLOCK",
+                   help="block to emit (see --list); default: the whole accelerator")
+    p.add_argument("-o", "--out", metavar="OUT.v", help="output Verilog file")
+    p.add_argument("--list", action="store_true", help="list the blocks that can be emitted")
+    add_json_argument(p)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.list:
+        if args.json:
+            print_json({"tops": hdl.TOPS})
+        else:
+            for name, where in hdl.TOPS.items():
+                print(f"{name:12s} {where}")
+        return 0
+    if not args.out:
+        raise ConfigError("an output file is required (-o OUT.v)", field="--out")
+    config = config_from_args(args)
+    top = args.top or hdl.DEFAULT_TOP
+    t0 = time.perf_counter()
+    text = hdl.to_verilog(top, config)
+    seconds = time.perf_counter() - t0
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    info = {"top": top, "module": hdl.module_name(top), "out": str(out), "lines": text.count("\n"),
+            "seconds": round(seconds, 3), "config": config.to_dict()}
+    if args.json:
+        print_json(info)
+    else:
+        print(f"{info['module']}: {info['lines']} lines of Verilog in {out} ({seconds:.1f} s)")
+    return 0

@@ -1,0 +1,402 @@
+"""Analytical performance model: cycles, memory traffic and energy of contraction paths.
+
+It reads the same :class:`gen.design.config.FettaConfig` as the hardware (``num_ces`` x
+``ce_rows`` x ``ce_cols`` PEs, ``banks`` x ``lanes`` elements per SRAM cycle,
+``unified_kb``, ``accum_kb``, ``dram_gbps``, ``freq_mhz``) and models the
+architectures of :mod:`gen.model.arch`. FETTA's own figures came from a ZigZag-based
+model (section VI-C); this is a smaller, documented model of the same kind:
+
+Per pairwise contraction (:func:`map_step`, the entry point a compiler reuses)
+    The step is viewed as a batched GEMM: modes in both operands and the result
+    are *batch* (``b``), modes of the left operand only kept in the result are
+    ``m``, of the right operand ``n``, and summed modes (shared, or single-sided
+    and needed nowhere else) are ``k``; ``b*m*n*k`` equals the step's MACs.
+    Every mapping is enumerated: a split ``(e_b, e_m, e_n, e_k)`` of the groups
+    (CEs) over the four dimensions, a dataflow (``os``: ``m x n`` on the PE array,
+    ``k`` in time; ``ws``: ``k x n`` stationary, ``m`` in time; ``is``: ``k x m``
+    stationary, ``n`` in time) and, where transposable, both orientations of the
+    array (FETTA's six intra-CE mappings). For one mapping:
+
+    * compute cycles ``= e_b' * ceil(rows'/R) * ceil(cols'/C) * max(t', R) + R + C + log2(E)``
+      where ``x' = ceil(x / e_x)`` per CE, ``t`` the temporal dimension; the
+      ``max(t', R)`` is the double-buffered preload / drain of ``R`` cycles per tile,
+      hidden unless the temporal loop is shorter; the constant is the pipeline fill;
+    * unified-memory reads: the stationary operand once, a streamed operand once
+      per pass over the other operand's free dimension not covered spatially
+      (``|A| * ceil(n / cov_n)``, ``|B| * ceil(m / cov_m)``, ``cov_x = e_x`` times the
+      PE rows/cols it occupies); writes: the result once; without multicast,
+      every CE that shares an operand reads its own duplicated copy;
+    * accumulation-unit read-modify-writes (``ws``/``is``): ``|out| * ceil(k / cov_k)``;
+      reduction-network transfers: those times ``e_k`` (``os`` with ``e_k > 1``: ``|out| * e_k``);
+    * SRAM-bound cycles: accesses / (``banks * lanes``) for both memories;
+    * layout: architectures without on-chip reordering pay for an operand whose
+      stored layout does not hold the fetched dimension innermost (see
+      :mod:`gen.model.arch`); the stored layout of an intermediate is the mode order
+      :func:`gen.workload.network.path_steps` gives it.
+
+    The mapping with the fewest cycles (then least energy) is chosen.
+
+Per network (:func:`model_network`)
+    Layer inputs are read from DRAM once, the result written once; an
+    intermediate larger than half the unified memory (one ping-pong half) is
+    spilled (written and read back); a step whose operands and result do not fit
+    in the unified memory is tiled and re-reads its smaller operand. DRAM time is
+    overlapped with compute (ping-pong): a step takes the maximum of the two.
+
+Energy (:data:`ENERGY_PJ`): per-operation / per-access costs calibrated to the
+power breakdown of FETTA's Table III (ASAP7, 1 GHz, 102.59 mW in total): a
+block's power in mW is its energy per cycle in pJ; divided by the accesses that
+block serves per cycle at full load it gives an energy per access. This assumes
+Table III was measured at full utilisation (the paper does not say at which
+load). DRAM energy is not in the text (the paper used Micron's calculator; its
+numbers were lost in the extraction): we assume 4 pJ/bit for LPDDR4. The same
+table serves every architecture (same technology, section VI-B), scaled for the
+networks each one has.
+
+Units: ``cycles`` of ``freq_mhz``; ``dram_bytes``; ``sram_accesses`` (element
+accesses of unified memory plus accumulation unit); ``energy_pj``; ``edp`` in
+pJ x microseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Mapping, Sequence
+
+from gen.model.arch import ARCHS, Arch, get_arch
+from gen.design.config import FettaConfig
+from gen.workload.network import Network, Step, path_steps, phase_networks
+
+#: energy per operation / access in pJ; see the module docstring and docs/model.md
+ENERGY_PJ: dict[str, float] = {
+    # Table III "CE Array" 58.22 mW over 256 MACs per cycle
+    "mac": 58.22 / 256,
+    # "Unified Mem." 22.34 mW over 16 banks x 4 elements per cycle
+    "sram": 22.34 / 64,
+    # "Accumulator" 7.33 mW over 16 banks x 4 read-modify-write adders per cycle
+    "accum": 7.33 / 64,
+    # "Dist. Network" 1.37 mW over 64 elements delivered per cycle
+    "dist": 1.37 / 64,
+    # "Redu Network" 4.88 mW over 64 partial sums per cycle
+    "red": 4.88 / 64,
+    # "Vector Unit" 8.45 mW over 64 lanes
+    "vector": 8.45 / 64,
+    # "Others" 2.70 mW: controller and clocking, per cycle
+    "static": 2.70,
+    # assumption (not in the paper's text): LPDDR4 at 4 pJ/bit
+    "dram_byte": 4.0 * 8,
+}
+
+_DATAFLOWS = {
+    # dataflow: orientations as (row dim, col dim, temporal dim)
+    "os": (("m", "n", "k"), ("n", "m", "k")),
+    "ws": (("k", "n", "m"), ("n", "k", "m")),
+    "is": (("k", "m", "n"), ("m", "k", "n")),
+}
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A pairwise contraction viewed as a batched GEMM ``[b, m, k] x [b, k, n] -> [b, m, n]``."""
+
+    b: int
+    m: int
+    n: int
+    k: int
+    modes: Mapping[str, tuple[str, ...]]   #: mode names of each dimension
+    size_a: int
+    size_b: int
+    size_out: int
+
+    @property
+    def macs(self) -> int:
+        return self.b * self.m * self.n * self.k
+
+
+def gemm_of(step: Step, sizes: Mapping[str, int]) -> Gemm:
+    """Classify the modes of a :class:`gen.workload.network.Step` into ``b, m, n, k``."""
+    A, B, O = set(step.lhs_modes), set(step.rhs_modes), set(step.out_modes)
+    union = tuple(dict.fromkeys(step.lhs_modes + step.rhs_modes))
+    groups: dict[str, list[str]] = {"b": [], "m": [], "n": [], "k": []}
+    for x in union:
+        if x in A and x in B:
+            groups["b" if x in O else "k"].append(x)
+        elif x in A:
+            groups["m" if x in O else "k"].append(x)
+        else:
+            groups["n" if x in O else "k"].append(x)
+    dims = {g: math.prod(sizes[x] for x in ms) for g, ms in groups.items()}
+    size = lambda ms: math.prod(sizes[x] for x in ms)  # noqa: E731
+    return Gemm(dims["b"], dims["m"], dims["n"], dims["k"], {g: tuple(v) for g, v in groups.items()},
+                size(step.lhs_modes), size(step.rhs_modes), size(step.out_modes))
+
+
+@dataclass(frozen=True)
+class StepMapping:
+    """The chosen dataflow / tiling of one contraction and its costs.
+
+    ``split`` gives the CEs along each GEMM dimension, ``rows``/``cols``/``temporal``
+    name the dimensions on the PE array and in time, ``tile`` the per-CE extents.
+    """
+
+    arch: str
+    dataflow: str
+    rows: str
+    cols: str
+    temporal: str
+    split: Mapping[str, int]
+    tile: Mapping[str, int]
+    macs: int
+    compute_cycles: int
+    cycles: int
+    utilization: float
+    sram_reads: int
+    sram_writes: int
+    accum_updates: int
+    dist_transfers: int
+    red_transfers: int
+    reorder_dram_bytes: int
+    layout_stall: float
+    energy_pj: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items()}
+
+
+@lru_cache(maxsize=None)
+def _splits4(E: int) -> tuple[tuple[int, int, int, int], ...]:
+    divs = [d for d in range(1, E + 1) if E % d == 0]
+    out = []
+    for a in divs:
+        for b in divs:
+            for c in divs:
+                if E % (a * b * c) == 0:
+                    out.append((a, b, c, E // (a * b * c)))
+    return tuple(out)
+
+
+def _run(layout: Sequence[str], cls: Sequence[str], sizes: Mapping[str, int]) -> int:
+    """Contiguous elements of class ``cls`` at the innermost end of a stored layout."""
+    run = 1
+    for x in reversed(layout):
+        if sizes[x] == 1:
+            continue
+        if x not in cls:
+            break
+        run *= sizes[x]
+    return run
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def map_step(step: Step, sizes: Mapping[str, int], config: FettaConfig, arch: str | Arch = "fetta",
+             *, layouts: tuple[Sequence[str], Sequence[str]] | None = None) -> StepMapping:
+    """Best mapping (dataflow, CE split, orientation) of one pairwise contraction.
+
+    Parameters
+    ----------
+    step : gen.workload.network.Step
+        The contraction (from :func:`gen.workload.network.path_steps`).
+    sizes : mapping
+        Mode sizes (``Network.sizes``).
+    config : FettaConfig
+        The accelerator configuration.
+    arch : str or Arch
+        One of :data:`gen.model.arch.ARCHS`.
+    layouts : (lhs order, rhs order), optional
+        Stored mode orders of the operands (default: the step's mode orders);
+        only architectures without on-chip reordering look at them.
+
+    Returns
+    -------
+    StepMapping
+        The mapping with the fewest cycles (ties: least energy), with its cycles,
+        SRAM / accumulator / network traffic and energy (DRAM traffic of spills is
+        added by :func:`model_network`; re-layout traffic of ``tpu-offchip`` and
+        ``treta`` is in ``reorder_dram_bytes``).
+    """
+    a = get_arch(arch, config) if isinstance(arch, str) else arch
+    g = gemm_of(step, sizes)
+    la, lb = layouts if layouts is not None else (step.lhs_modes, step.rhs_modes)
+    dims = {"b": g.b, "m": g.m, "n": g.n, "k": g.k}
+    bw = config.banks * config.lanes
+    bpc = config.dram_gbps * 1e3 / config.freq_mhz  # DRAM bytes per cycle
+    eb = (config.elem_bits + 7) // 8  # bytes per stored element (narrow ints occupy whole bytes)
+    E = a.ces
+    if a.flexible_shape:
+        shapes = []
+        r = 1
+        while r <= a.rows:
+            shapes.append((r, a.rows // r))
+            r *= 2
+        groups = [(1, 1, 1, 1)]
+    else:
+        shapes = [(a.rows, a.cols)]
+        groups = [s for s in _splits4(E) if a.k_split or s[3] == 1]
+    best: tuple | None = None
+    for df in a.dataflows:
+        orients = _DATAFLOWS[df] if a.transposable else _DATAFLOWS[df][:1]
+        for rd, cd, td in orients:
+            for R, C in shapes:
+                for split in groups:
+                    e = dict(zip("bmnk", split))
+                    ext = {x: _cdiv(dims[x], e[x]) for x in "bmnk"}
+                    if any(e[x] > dims[x] for x in "bmnk"):
+                        continue  # idle CEs along a dimension: a smaller split is never worse
+                    tiles = ext["b"] * _cdiv(ext[rd], R) * _cdiv(ext[cd], C)
+                    compute = tiles * max(ext[td], R) + R + C + int(math.log2(max(E, 1)))
+                    cov = {x: e[x] * (R if x == rd else C if x == cd else 1) for x in "bmnk"}
+                    reads_a = g.size_a if df == "is" else g.size_a * _cdiv(g.n, cov["n"])
+                    reads_b = g.size_b if df == "ws" else g.size_b * _cdiv(g.m, cov["m"])
+                    dup = 0
+                    if not a.multicast:
+                        dup = g.size_a * (e["n"] - 1) + g.size_b * (e["m"] - 1)
+                        reads_a *= e["n"]
+                        reads_b *= e["m"]
+                    writes = g.size_out + dup
+                    if df == "os":
+                        accum = 0
+                        red = g.size_out * e["k"] if e["k"] > 1 else 0
+                    else:
+                        accum = g.size_out * _cdiv(g.k, cov["k"])
+                        red = accum * e["k"]
+                    # layout of the operands the array fetches in parallel
+                    stall, reorder = 1.0, 0
+                    if a.layout != "free":
+                        for layout, own, size, streamed in (
+                                (la, ("m", "k"), g.size_a, df != "is"),
+                                (lb, ("k", "n"), g.size_b, df != "ws")):
+                            # a streamed operand feeds the array along the dimension it
+                            # has on the rows (else cols); a stationary one is loaded
+                            # row by row, along the dimension on the cols
+                            order = (cd, rd) if not streamed else (rd, cd)
+                            pd = next((x for x in order if x in own), None)
+                            if pd is None:
+                                continue
+                            need = min(dims[pd], cov[pd])
+                            run = _run(layout, g.modes[pd], sizes)
+                            if a.layout == "conflict":
+                                f = min(need, bw) / (config.banks * min(run, config.lanes))
+                            else:
+                                f = need / min(run, need)
+                            if f <= 1:
+                                continue
+                            if a.layout == "offchip":
+                                reorder += 2 * size * eb
+                            elif streamed:
+                                stall = max(stall, f)
+                    sram_cycles = (reads_a + reads_b + writes) / bw
+                    acc_cycles = accum / bw
+                    cycles = int(math.ceil(max(compute * stall, sram_cycles, acc_cycles) + reorder / bpc))
+                    energy = (g.macs * ENERGY_PJ["mac"]
+                              + (reads_a + reads_b + writes) * ENERGY_PJ["sram"]
+                              + accum * ENERGY_PJ["accum"]
+                              + (reads_a + reads_b) * ENERGY_PJ["dist"] * a.dist_scale
+                              + red * ENERGY_PJ["red"] * a.red_scale
+                              + reorder * ENERGY_PJ["dram_byte"]
+                              + cycles * ENERGY_PJ["static"])
+                    key = (cycles, energy)
+                    if best is None or key < best[0]:
+                        best = (key, StepMapping(
+                            a.name, df, rd, cd, td, e, ext, g.macs, compute, cycles,
+                            g.macs / (a.pes * cycles), reads_a + reads_b, writes, accum,
+                            reads_a + reads_b, red, reorder, stall, energy))
+    assert best is not None
+    return best[1]
+
+
+@dataclass
+class ModelResult:
+    """Totals of a network or a phase, and the per-step mappings."""
+
+    cycles: int = 0
+    macs: int = 0
+    dram_bytes: int = 0
+    sram_accesses: int = 0
+    energy_pj: float = 0.0
+    freq_mhz: float = 1000.0
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return self.cycles / (self.freq_mhz * 1e6)
+
+    @property
+    def edp(self) -> float:
+        """Energy-delay product in pJ x microseconds."""
+        return self.energy_pj * self.cycles / self.freq_mhz
+
+    def add(self, other: "ModelResult") -> None:
+        self.cycles += other.cycles
+        self.macs += other.macs
+        self.dram_bytes += other.dram_bytes
+        self.sram_accesses += other.sram_accesses
+        self.energy_pj += other.energy_pj
+        self.steps.extend(other.steps)
+
+    def summary(self) -> dict[str, Any]:
+        return {"cycles": self.cycles, "macs": self.macs, "dram_bytes": self.dram_bytes,
+                "sram_accesses": self.sram_accesses, "energy_pj": round(self.energy_pj, 3),
+                "edp": round(self.edp, 6), "latency_us": round(self.cycles / self.freq_mhz, 6),
+                "utilization": round(self.macs / max(1, self.cycles) / self._pes, 6) if self._pes else None}
+
+    _pes: int = 0
+
+
+def model_network(net: Network, path: Sequence[Sequence[int]], config: FettaConfig,
+                  arch: str = "fetta") -> ModelResult:
+    """Cycles, traffic and energy of contracting ``net`` along ``path`` on ``arch``."""
+    a = get_arch(arch, config)
+    eb = (config.elem_bits + 7) // 8  # bytes per stored element (narrow ints occupy whole bytes)
+    half = config.unified_kb * 1024 // eb // 2   # elements of one ping-pong half
+    capacity = 2 * half
+    bpc = config.dram_gbps * 1e3 / config.freq_mhz
+    steps = path_steps(net, path)
+    n = len(net.inputs)
+    res = ModelResult(freq_mhz=config.freq_mhz, _pes=a.pes)
+    ids = list(range(n))
+    nxt = n
+    for s_i, st in enumerate(steps):
+        mp = map_step(st, net.sizes, config, a)
+        g = gemm_of(st, net.sizes)
+        dram = mp.reorder_dram_bytes
+        for operand, size in ((st.lhs, g.size_a), (st.rhs, g.size_b)):
+            if operand < n or size > half:   # layer input, or a spilled intermediate read back
+                dram += size * eb
+        last = s_i == len(steps) - 1
+        if last or g.size_out > half:        # final result, or an intermediate spilled
+            dram += g.size_out * eb
+        if g.size_a + g.size_b + g.size_out > capacity:
+            small, big = sorted((g.size_a, g.size_b))
+            dram += small * (_cdiv(big, half) - 1) * eb
+        cycles = max(mp.cycles, int(math.ceil(dram / bpc)))
+        energy = mp.energy_pj + (dram - mp.reorder_dram_bytes) * ENERGY_PJ["dram_byte"] \
+            + (cycles - mp.cycles) * ENERGY_PJ["static"]
+        res.cycles += cycles
+        res.macs += mp.macs
+        res.dram_bytes += dram
+        res.sram_accesses += mp.sram_reads + mp.sram_writes + mp.accum_updates
+        res.energy_pj += energy
+        d = mp.to_dict()
+        d.update(network=net.label, step=[st.lhs, st.rhs], cycles=cycles, dram_bytes=dram, energy_pj=energy)
+        res.steps.append(d)
+        nxt += 1
+    return res
+
+
+def add_vector_update(total: ModelResult, spec, config: FettaConfig) -> None:
+    """Add the SGD update ``core -= lr * dcore`` of a ``train`` step to ``total``: one multiply-add per
+    parameter on the vector unit, reading core and gradient and writing the core back."""
+    p = spec.params()
+    cyc = _cdiv(p, config.vector_lanes)
+    total.cycles += cyc
+    total.sram_accesses += 3 * p
+    total.energy_pj += p * 2 * ENERGY_PJ["vector"] + 3 * p * ENERGY_PJ["sram"] + cyc * ENERGY_PJ["static"]
+
+
+__all__ = ["ENERGY_PJ", "Gemm", "StepMapping", "ModelResult", "gemm_of", "map_step", "model_network",
+           "ARCHS", "add_vector_update"]

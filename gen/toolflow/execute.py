@@ -1,0 +1,175 @@
+"""Execute compiled programs: on the instruction-level emulator, and replayed on the RTL.
+
+* :func:`execute` runs a compiled :class:`gen.compiler.Program` of a tensorized layer on the emulator;
+  the host store keeps logical arrays and packs them into each run's layouts;
+* :func:`rtl_check` replays the runs of an :class:`Execution` on the emitted Verilog (cocotb) and
+  checks every row read back and every run's cycle count against the emulator;
+* :func:`run_emulator` / :func:`run_gemm` execute a dense :class:`gen.compiler.gemm.GemmPlan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from gen.compiler import Program
+from gen.compiler.gemm import GemmPlan, assemble_y, read_y_rows
+from gen.design.config import FettaConfig
+from gen.design.isa import ErrorCode, Geometry
+from gen.errors import FettaError
+from sim.rtl import run_jobs_rtl, run_plan_rtl
+from sim.emulator import Emulator
+
+
+class ExecutionError(FettaError):
+    """A program stopped with an error code, or the RTL differs from the emulator."""
+
+
+@dataclass
+class Execution:
+    results: dict[str, np.ndarray]
+    cycles: int
+    tcu_macs: int
+    runs: int
+    #: per run: (cycles, rows read as bit patterns) - what the RTL must reproduce
+    trace: list[tuple[int, list[np.ndarray]]]
+    jobs: list[dict]
+
+
+def _host_ops(ops, store, sizes) -> None:
+    """Host-side slicing / concatenation of chunked steps (``relayout`` needs no work: the host
+    store keeps logical arrays, the next write packs them in the new layout)."""
+    for kind, args in ops:
+        if kind == "slice":
+            src, dst, m, pm, lo, hi = args
+            arr, modes = store[src]
+            ax = modes.index(m)
+            idx = tuple(slice(lo, hi) if i == ax else slice(None) for i in range(len(modes)))
+            store[dst] = (arr[idx], tuple(pm if x == m else x for x in modes))
+        elif kind == "concat":
+            dst, dmodes, m, parts = args
+            arrs = []
+            for name, pm in parts:
+                arr, modes = store[name]
+                arr = arr[tuple(0 if x.startswith("_") else slice(None) for x in modes)]
+                modes = tuple(m if x == pm else x for x in modes if not x.startswith("_"))
+                arrs.append(np.transpose(arr, [modes.index(x) for x in dmodes]))
+            store[dst] = (np.concatenate(arrs, axis=dmodes.index(m)), tuple(dmodes))
+
+
+def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig, progress=None) -> Execution:
+    """Run ``prog`` on the emulator; the host store starts with ``inputs`` (float32, bf16-exact)."""
+    emu = Emulator(config)
+    sizes = prog.sizes
+    store: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {}
+    for name, modes in prog.input_modes.items():
+        arr = np.asarray(inputs[name], np.float32)
+        pads = prog.input_pads.get(name)
+        if pads:
+            arr = np.pad(arr.reshape([s for s, _ in pads]), [(0, p - s) for s, p in pads])
+        store[name] = (arr.reshape([sizes[m] for m in modes]), modes)
+    jobs = []
+    trace = []
+    cycles = tcu = 0
+    geo = Geometry.of(config)
+    ops_after: dict[int, list] = {}
+    for r, kind, args in prog.host_ops:
+        ops_after.setdefault(r, []).append((kind, args))
+    _host_ops(ops_after.get(-1, ()), store, sizes)
+    for ri, run in enumerate(prog.runs):
+        uw = []
+        for w in run.writes:
+            arr, modes = store[w.name]
+            rows = w.layout.pack(arr, modes)
+            bits = emu.to_elem_bits(rows)
+            emu.unified[run.half, w.addr:w.addr + w.layout.rows] = bits
+            uw.append((run.half, w.addr, bits))
+        emu.load_program(run.words)
+        r = emu.run(half=run.half)
+        if r.error != ErrorCode.NONE:
+            raise ExecutionError(f"run {ri} stopped with {r.error.name} at pc {r.pc}", field="program")
+        cycles += r.cycles
+        tcu += r.macs
+        reads = []
+        for rd in run.reads:
+            bits = emu.unified[run.half, rd.addr:rd.addr + rd.layout.rows].copy()
+            reads.append(bits)
+            vals = emu.from_elem_bits(bits)
+            store[rd.name] = (rd.layout.unpack(vals, sizes), rd.layout.modes)
+        _host_ops(ops_after.get(ri, ()), store, sizes)
+        trace.append((r.cycles, reads))
+        jobs.append({"uwrites": uw, "prog": run.words, "half": run.half,
+                     "ureads": [(run.half, rd.addr, rd.layout.rows) for rd in run.reads]})
+        if progress is not None:
+            progress()
+    results = {}
+    for target, parts in prog.results.items():
+        total = None
+        for name, modes, shape, output, crop in parts:
+            arr, amodes = store[name]
+            # drop dummy modes (size 1, index 0)
+            idx = tuple(0 if m.startswith("_") else slice(None) for m in amodes)
+            arr = arr[idx]
+            amodes = tuple(m for m in amodes if not m.startswith("_"))
+            arr = np.transpose(arr, [amodes.index(m) for m in output]).astype(np.float64)
+            arr = arr.reshape([p for _, p in crop])[tuple(slice(0, s) for s, _ in crop)].reshape(shape)
+            total = arr if total is None else total + arr
+        results[target] = total
+    return Execution(results, cycles + prog.relayout_cycles, tcu, len(prog.runs), trace, jobs)
+
+
+
+
+
+def rtl_check(ex: Execution, config: FettaConfig, sim: str) -> bool:
+    """Replay the runs of an emulator :class:`Execution` on the RTL (``icarus``/``verilator``).
+
+    The host writes are the emulator's (so the RTL sees the same operands); every row read
+    back, every run's cycle count and error code must equal the emulator's, else
+    :class:`ExecutionError`. Returns ``True``.
+    """
+    out, _ = run_jobs_rtl(config, ex.jobs, sim)
+    for j, (cycles, reads) in enumerate(ex.trace):
+        if int(out[f"j{j}_error"]) != 0:
+            raise ExecutionError(f"RTL run {j} stopped with error code {int(out[f'j{j}_error'])}", field="program")
+        if int(out[f"j{j}_cycles"]) != cycles:
+            raise ExecutionError(f"RTL run {j}: {int(out[f'j{j}_cycles'])} cycles, emulator {cycles}", field="program")
+        got = out[f"j{j}_urd"]
+        want = np.concatenate(reads) if reads else np.zeros((0, config.lanes), np.uint64)
+        if got.shape != want.shape or not np.array_equal(got.astype(np.uint64), want.astype(np.uint64)):
+            raise ExecutionError(f"RTL run {j}: rows read back differ from the emulator", field="program")
+    return True
+
+
+def run_emulator(config: FettaConfig, plan: GemmPlan, progress=None):
+    """Execute a plan on :class:`sim.emulator.Emulator`; returns ``(Y, cycles, tcu_macs)``."""
+    emu = Emulator(config)
+    cycles = 0
+    tcu_macs = 0
+    results = []
+    for p in plan.passes:
+        for addr, rows in p.writes:
+            emu.unified[p.half, addr:addr + rows.shape[0], :] = emu.to_elem_bits(rows)
+        emu.load_program(p.words)
+        r = emu.run(half=p.half)
+        if r.error != ErrorCode.NONE:
+            raise ExecutionError(f"pass at m0={p.m0}, n0={p.n0} stopped with {r.error.name} at pc {r.pc}",
+                              field="program")
+        cycles += r.cycles
+        tcu_macs += r.macs
+        results.append([emu.from_elem_bits(emu.unified[p.half, a:a + n]) for a, n in read_y_rows(p)])
+        if progress is not None:
+            progress()
+    return assemble_y(plan, results), cycles, tcu_macs
+
+
+def run_gemm(config: FettaConfig, plan: GemmPlan, sim: str, advance=None):
+    """Run a dense GEMM plan on ``sim`` (``emulator``, ``icarus`` or ``verilator``): ``(Y, cycles, tcu_macs)``."""
+    if sim == "emulator":
+        return run_emulator(config, plan, progress=advance)
+    return run_plan_rtl(config, plan, sim)
+
+
+__all__ = ["ExecutionError", "Execution", "execute", "rtl_check", "run_emulator", "run_gemm"]

