@@ -5,7 +5,7 @@ The network semantics themselves are in :mod:`gen.design.netsem`.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 from gen.design.netsem import Data, int_adder
 from sim.bf16 import f32_add, f32_bits, f32_from_bits

@@ -11,8 +11,10 @@ docstring); results come back through files the bench writes.
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import hashlib
+import json
 import os
 import time
 from contextlib import contextmanager
@@ -26,7 +28,9 @@ from sim import toolchain
 from sim.vdedup import dedup_modules
 import hdl
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
+#: the packages whose sources can change what a block elaborates to
+PROJECT_PACKAGES = ("gen", "hdl", "sim")
 BUILD_ROOT = Path(os.environ.get("FETTA_BUILD_DIR", ROOT / "build"))
 
 
@@ -57,21 +61,55 @@ def _locked(path: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def source_closure(module: str, root: Path = ROOT) -> list[Path]:
+    """Every project source file (``gen``, ``hdl``, ``sim``) that ``module`` imports, transitively,
+    itself included: what the Verilog of a block can depend on."""
+    todo, seen = [module], {}
+    while todo:
+        mod = todo.pop()
+        path = _module_path(mod, root)
+        if path is None or mod in seen:
+            continue
+        seen[mod] = path
+        tree = ast.parse(path.read_bytes())
+        for n in ast.walk(tree):
+            names = ([a.name for a in n.names] if isinstance(n, ast.Import) else
+                     [n.module, *(f"{n.module}.{a.name}" for a in n.names)] if isinstance(n, ast.ImportFrom) and n.module
+                     else [])
+            for name in names:
+                parts = name.split(".")
+                if parts[0] in PROJECT_PACKAGES:
+                    # a package's __init__ runs before any of its sub-modules
+                    todo += [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return sorted(set(seen.values()))
+
+
+def _module_path(mod: str, root: Path) -> Path | None:
+    base = root.joinpath(*mod.split("."))
+    for p in (base.with_suffix(".py"), base / "__init__.py"):
+        if p.is_file():
+            return p
+    return None
+
+
+def elaboration_key(top: str, config, root: Path = ROOT) -> str:
+    """Cache key of the Verilog of block ``top``: the configuration, the block name, the tool versions
+    and the bytes of every source file the block's factory module imports (:func:`source_closure`),
+    inside ``hdl/`` or not (configuration rules and ISA constants live in ``gen/design/``)."""
+    module = hdl.TOPS[top].partition(":")[0] if top in hdl.TOPS else "hdl"
+    h = hashlib.sha256(json.dumps([top, config.to_dict(), toolchain.tool_versions()], sort_keys=True).encode())
+    for src in [*source_closure("hdl", root), *source_closure(module, root)]:
+        h.update(str(src.relative_to(root)).encode() + b"\0" + src.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def elaborate(top: str, config) -> str:
-    """Verilog text of block ``top`` for ``config``, cached on disk.
-
-    The key covers the configuration, the block name, every ``hdl/*.py`` source and
-    the Amaranth version, so an edited block is re-elaborated. Elaborating the default
-    accelerator takes ~70 s; repeated ``fetta run`` calls and tests reuse the text.
+    """Verilog text of block ``top`` for ``config``, cached on disk under :func:`elaboration_key`,
+    so an edited block, or an edited constant it imports from anywhere in the project, is
+    re-elaborated. Elaborating the default accelerator takes ~70 s; repeated ``fetta run`` calls
+    and tests reuse the text.
     """
-    import json
-
-    import amaranth
-
-    h = hashlib.sha256(json.dumps([top, config.to_dict(), amaranth.__version__], sort_keys=True).encode())
-    for src in sorted((ROOT / "hdl").glob("*.py")):
-        h.update(src.name.encode() + b"\0" + src.read_bytes())
-    path = BUILD_ROOT / "verilog" / f"{hdl.module_name(top)}-{h.hexdigest()[:16]}.v"
+    path = BUILD_ROOT / "verilog" / f"{hdl.module_name(top)}-{elaboration_key(top, config)}.v"
     with _locked(path.parent / f".{path.name}.lock"):     # concurrent workers wait for one elaboration
         if path.exists():
             return path.read_text()
@@ -103,7 +141,8 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
         # then stay X until an input changes, e.g. the reduction output of a CE whose Psums are
         # constant for the whole run (tests/test_system.py::test_constant_ce_output_icarus)
         args = ["-g2005", *build_args]
-    key = hashlib.sha256("\0".join([verilog, sim, toplevel, *args, "dedup1" if verilator else ""]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([verilog, sim, toplevel, *args, "dedup1" if verilator else "",
+                                     *toolchain.tool_versions(sim)]).encode()).hexdigest()[:16]
     bdir = BUILD_ROOT / "sim" / sim / f"{toplevel}-{key}"
     marker = bdir / "build.ok"
     with _locked(bdir.parent / f".{bdir.name}.lock"):

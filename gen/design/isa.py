@@ -40,11 +40,9 @@ from typing import Iterable, Sequence
 from amaranth.lib import enum as hw_enum
 
 from gen.design.config import FettaConfig
+from gen.design.netsem import dist_sources, effective_ctrl, log2_exact, red_symbolic, unpack_levels
+from gen.design.routing import RoutingError, route_dist, route_red
 from gen.errors import FettaError
-from gen.design.routing import RoutingError, route_dist
-from gen.design.routing import RoutingError, route_red
-from gen.design.netsem import dist_sources, effective_ctrl, log2_exact, unpack_levels
-from gen.design.netsem import log2_exact, red_symbolic, unpack_levels
 
 INSTR_BITS = 1024
 #: bits of each network control word in an instruction (net_ports <= 16: 16 x 4 bits)

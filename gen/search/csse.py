@@ -43,8 +43,8 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 

@@ -35,7 +35,6 @@ from gen.workload.network import core_operands, physical_modes
 from gen.workload.spec import load_spec
 from sim.golden import compute, random_inputs, read_npz
 from sim.runner import elaborate
-from sim.golden import compute, random_inputs
 
 OUT = Path("build/demo")
 

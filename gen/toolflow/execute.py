@@ -17,7 +17,7 @@ import numpy as np
 from gen.compiler import Program
 from gen.compiler.gemm import GemmPlan, assemble_y, read_y_rows
 from gen.design.config import FettaConfig
-from gen.design.isa import ErrorCode, Geometry
+from gen.design.isa import ErrorCode
 from gen.errors import FettaError
 from sim.rtl import run_jobs_rtl, run_plan_rtl
 from sim.emulator import Emulator
@@ -73,7 +73,6 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
     jobs = []
     trace = []
     cycles = tcu = 0
-    geo = Geometry.of(config)
     ops_after: dict[int, list] = {}
     for r, kind, args in prog.host_ops:
         ops_after.setdefault(r, []).append((kind, args))

@@ -10,11 +10,11 @@ status is 1. Add a waiver only with the reason it is not a defect.
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
-import sys
+import tempfile
 from pathlib import Path
+from typing import Iterable
 
 import hdl
 from sim.toolchain import LINT_WAIVERS, VERILATOR_WAIVERS, require, sim_env
@@ -26,18 +26,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lint_verilog(text: str, module: str, *, workdir: Path | None = None,
-                 waivers: dict[str, str] | None = None) -> list[str]:
-    """Lint Verilog ``text`` (top ``module``); return the unwaived warning lines."""
+                 waivers: Iterable[str] | None = None, timeout: float | None = None) -> list[str]:
+    """Lint Verilog ``text`` (top ``module``) with ``verilator --lint-only -Wall`` minus ``waivers``
+    (default :data:`WAIVERS`); return the ``%Warning`` / ``%Error`` lines. The one Verilator lint of
+    the project: ``fetta lint`` and the sweep's lint column both call it. The source is written to
+    ``workdir`` (kept for the user to look at) or to a temporary folder."""
     require("verilator")
-    workdir = workdir or ROOT / "build" / "lint"
-    workdir.mkdir(parents=True, exist_ok=True)
-    src = workdir / f"{module}.v"
-    src.write_text(text)
-    waivers = WAIVERS if waivers is None else waivers
-    cmd = ["verilator", "--lint-only", "-Wall", "--top-module", module,
-           *[f"-Wno-{w}" for w in waivers], str(src)]
-    proc = subprocess.run(cmd, env=sim_env(), capture_output=True, text=True)
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("%Warning") or ln.startswith("%Error")]
+    with tempfile.TemporaryDirectory(prefix="fetta-lint-") as tmp:
+        wd = Path(tmp) if workdir is None else workdir
+        wd.mkdir(parents=True, exist_ok=True)
+        src = wd / f"{module}.v"
+        src.write_text(text)
+        waivers = WAIVERS if waivers is None else waivers
+        cmd = ["verilator", "--lint-only", "-Wall", "-Wno-fatal", "--top-module", module,
+               *[f"-Wno-{w}" for w in waivers], str(src)]
+        proc = subprocess.run(cmd, env=sim_env(), capture_output=True, text=True, timeout=timeout, cwd=wd)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith(("%Warning", "%Error"))]
     if proc.returncode != 0 and not lines:
         lines = [f"%Error: verilator exited with {proc.returncode}: {proc.stderr.strip()[-500:]}"]
     return lines
@@ -45,7 +49,7 @@ def lint_verilog(text: str, module: str, *, workdir: Path | None = None,
 
 def lint_top(name: str, config) -> list[str]:
     """Unwaived lint warnings of block ``name`` of ``hdl.TOPS`` for ``config``."""
-    return lint_verilog(hdl.to_verilog(name, config), hdl.module_name(name))
+    return lint_verilog(hdl.to_verilog(name, config), hdl.module_name(name), workdir=ROOT / "build" / "lint")
 
 
 __all__ = ["WAIVERS", "lint_verilog", "lint_top", "lint_report"]

@@ -36,9 +36,7 @@ import itertools
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -50,10 +48,10 @@ from gen.design.config import FettaConfig, read_toml
 from gen.errors import ConfigError, FettaError
 from gen.search import model_phase
 from gen.workload.spec import load_spec
-from sim import toolchain
-from gen.toolflow import synth
 import hdl
+from gen.toolflow import lint, synth
 from gen.toolflow.synth import synthesize
+from sim import toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 EXECUTORS = ("local", "dask")
@@ -162,30 +160,26 @@ def point_id(point: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- one point
 def lint_verilog(verilog: str, module: str, timeout: float | None = None) -> dict[str, Any]:
-    """``verilator --lint-only -Wall`` minus :data:`LINT_WAIVERS`: warning and error counts by kind."""
-    key = hashlib.sha256("\0".join([verilog, module, *sorted(LINT_WAIVERS)]).encode()).hexdigest()[:20]
+    """The lint of :func:`gen.toolflow.lint.lint_verilog` as counts: warnings and errors by kind (cached)."""
+    key = hashlib.sha256("\0".join([verilog, module, *sorted(LINT_WAIVERS), *toolchain.tool_versions("verilator")])
+                         .encode()).hexdigest()[:20]
     cfile = synth.CACHE_DIR / f"lint-{module}-{key}.json"
     if cfile.exists():
         try:
             return json.loads(cfile.read_text())
         except ValueError:
             pass
-    env = toolchain.sim_env()
-    exe = shutil.which("verilator", path=env["PATH"])
-    if exe is None:
-        raise SweepError("verilator not found (make venv installs it)", field="lint")
-    with tempfile.TemporaryDirectory(prefix="fetta-lint-") as tmp:
-        src = Path(tmp) / "design.v"
-        src.write_text(verilog)
-        cmd = [exe, "--lint-only", "-Wall", "-Wno-fatal", *(f"-Wno-{w}" for w in LINT_WAIVERS),
-               "--top-module", module, str(src)]
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp)
-    text = p.stdout + p.stderr
+    try:
+        lines = lint.lint_verilog(verilog, module, waivers=LINT_WAIVERS, timeout=timeout)
+    except toolchain.ToolchainError as exc:
+        raise SweepError(str(exc), field="lint") from None
     kinds: dict[str, int] = {}
-    for m in re.finditer(r"^%Warning-(\w+):", text, flags=re.M):
-        kinds[m.group(1)] = kinds.get(m.group(1), 0) + 1
-    errors = len(re.findall(r"^%Error", text, flags=re.M))
-    result = {"warnings": sum(kinds.values()), "errors": errors, "kinds": kinds, "ok": p.returncode == 0 and not errors}
+    for line in lines:
+        m = re.match(r"%Warning-(\w+):", line)
+        if m:
+            kinds[m.group(1)] = kinds.get(m.group(1), 0) + 1
+    errors = sum(line.startswith("%Error") for line in lines)
+    result = {"warnings": sum(kinds.values()), "errors": errors, "kinds": kinds, "ok": not errors}
     cfile.parent.mkdir(parents=True, exist_ok=True)
     tmpf = cfile.with_suffix(f".{os.getpid()}.tmp")
     tmpf.write_text(json.dumps(result))
