@@ -2,7 +2,7 @@
 
     python -m benchmarks ce [--size M N K] [--sims verilator [icarus]] [--no-docs]
 
-For every mapping of :class:`hdl.ce.CEMode` a random bf16 GEMM of the given
+For every mapping of :class:`gen.design.isa.CEMode` a random bf16 GEMM of the given
 size is run on the emitted Verilog of the default 4x4 CE (cocotb bench,
 cycle-exact scoreboard against :mod:`sim.ce_model`, so the cycle counts
 below are the RTL's). Utilization = useful MACs / (R * C * cycles), counting

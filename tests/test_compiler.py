@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The compiler (gen/compiler.py): every format x phase on the emulator vs the float64 golden model,
+"""The compiler (gen/compiler/): every format x phase on the emulator vs the float64 golden model,
 random specs (hypothesis), layouts, and the RTL replay (emulator == RTL bit and cycle exactly).
 
 Error bound (derived in docs/compiler.md): a network of ``n`` inputs is ``n - 1`` pairwise steps;

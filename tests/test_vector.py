@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The vector unit (hdl/vector.py) in the Amaranth simulator against :func:`hdl.vector.vec_ref`,
+"""The vector unit (hdl/vector.py) in the Amaranth simulator against :func:`sim.vector_ref.vec_ref`,
 and :func:`vec_ref` itself against a float64 reading of the documented op sequence."""
 
 import numpy as np

@@ -2,7 +2,7 @@
 
 The compiler asks for a *pattern* and gets the per-level control words that the RTL
 takes (``hdl/dist_net.py``, ``hdl/red_net.py``), in the section V-D form
-``control = sel_vec XOR bank_idx`` (see :mod:`sim.net_model` for the exact topology).
+``control = sel_vec XOR bank_idx`` (see :mod:`gen.design.netsem` for the exact topology).
 Both networks are blocking butterflies: a pattern that cannot be routed raises
 :class:`RoutingError` naming the outputs that collide and where. Every returned
 configuration has been run through the Python network model and checked against the

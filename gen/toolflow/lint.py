@@ -1,4 +1,4 @@
-"""``python -m gen.toolflow.lint`` (``make lint``): ``verilator --lint-only -Wall`` on the emitted blocks.
+"""``fetta lint`` (``make lint``): ``verilator --lint-only -Wall`` on the emitted blocks.
 
 Every block of :data:`hdl.TOPS` (or those named with ``--top``, repeatable) is
 elaborated for the configuration (``--config`` / ``--set``), written to
