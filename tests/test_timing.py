@@ -1,0 +1,65 @@
+"""The DRAM timing rule (gen/design/timing.py): hand-worked cases and properties."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gen.design.config import FettaConfig
+from gen.design.timing import RunTiming, dram_bytes_per_cycle, timeline, transfer_cycles
+
+
+def test_bandwidth_of_the_default_configuration():
+    assert dram_bytes_per_cycle(FettaConfig()) == 25.6          # LPDDR4 25.6 GB/s at 1 GHz
+    assert transfer_cycles(0, 25.6) == 0 and transfer_cycles(1, 25.6) == 1 and transfer_cycles(256, 25.6) == 10
+
+
+def test_one_run_is_serial():
+    t = timeline([RunTiming(0, 100, 50, 30)], 10)
+    assert (t.cycles, t.compute_cycles, t.dram_stall_cycles, t.dram_cycles) == (10 + 50 + 3, 50, 13, 13)
+
+
+def test_ping_pong_hides_transfers_behind_compute():
+    # W0 [0,10) C0 [10,110) while W1 [10,20); R0 [110,113) C1 [110,210); R1 [210,213)
+    runs = [RunTiming(0, 100, 100, 30), RunTiming(1, 100, 100, 30)]
+    t = timeline(runs, 10)
+    assert t.cycles == 213 and t.dram_stall_cycles == 13
+
+
+def test_same_half_runs_do_not_overlap_writes():
+    # run 1 reuses half 0: its writes wait for run 0's reads
+    runs = [RunTiming(0, 100, 100, 30), RunTiming(0, 100, 100, 30)]
+    assert timeline(runs, 10).cycles == (10 + 100 + 3) * 2
+
+
+def test_dram_bound_sequence_is_the_dma_time():
+    runs = [RunTiming(i % 2, 1000, 1, 1000) for i in range(6)]
+    t = timeline(runs, 10)
+    assert t.dram_cycles == 6 * 200
+    assert t.dram_cycles <= t.cycles <= t.dram_cycles + 6
+
+
+runs_st = st.lists(st.builds(RunTiming, st.integers(0, 1), st.integers(0, 4000), st.integers(0, 500),
+                             st.integers(0, 4000)), min_size=1, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(runs_st, st.sampled_from([1.0, 8.0, 25.6, 1e9]))
+def test_bounds(runs, bpc):
+    t = timeline(runs, bpc)
+    assert t.compute_cycles == sum(r.compute_cycles for r in runs)
+    assert t.dram_cycles == sum(transfer_cycles(r.write_bytes, bpc) + transfer_cycles(r.read_bytes, bpc) for r in runs)
+    # never faster than either resource alone, never slower than doing everything in series
+    assert t.cycles >= max(t.compute_cycles, t.dram_cycles)
+    assert t.cycles <= t.compute_cycles + t.dram_cycles
+    # the first write and the last read cannot overlap with any compute
+    first, last = transfer_cycles(runs[0].write_bytes, bpc), transfer_cycles(runs[-1].read_bytes, bpc)
+    assert t.cycles >= first + t.compute_cycles + last
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs_st)
+def test_same_half_everywhere_is_serial(runs):
+    runs = [RunTiming(0, r.write_bytes, r.compute_cycles, r.read_bytes) for r in runs]
+    t = timeline(runs, 8.0)
+    assert t.cycles == t.compute_cycles + t.dram_cycles
