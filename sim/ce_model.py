@@ -1,7 +1,7 @@
 """Bit-exact, cycle-exact Python model of the contraction engine (``hdl/ce.py``).
 
 Two levels, both for ``C[M, N] = A[M, K] @ B[K, N] (+ acc)`` on one CE of
-``rows`` x ``cols`` PEs in one of the six mappings of :class:`hdl.ce.CEMode`:
+``rows`` x ``cols`` PEs in one of the six mappings of :class:`gen.design.isa.CEMode`:
 
 * :func:`ce_gemm` returns the result, in exactly the accumulation order of
   the hardware, and the cycle count of the schedule below. This is what the
@@ -185,6 +185,28 @@ def _empty_cycle(lanes_ib: int, cols: int) -> dict[str, Any]:
             "ib": [0] * lanes_ib, "psum_in": ("const", [0] * cols)}
 
 
+class _Trace:
+    """The stimulus being laid out cycle by cycle, and the Psum vectors the CE emits."""
+
+    def __init__(self, lanes_ib: int, cols: int):
+        self.lanes_ib = lanes_ib
+        self.cols = cols
+        self.cycles: dict[int, dict[str, Any]] = {}
+        #: (cycle, row, lanes as values) in emission order
+        self.outputs: list[tuple[int, int, Any]] = []
+
+    def at(self, t: int) -> dict[str, Any]:
+        """The inputs driven at cycle ``t`` (idle until set)."""
+        if t not in self.cycles:
+            self.cycles[t] = _empty_cycle(self.lanes_ib, self.cols)
+        return self.cycles[t]
+
+    def emit(self, cycle: int, row: int, vals) -> int:
+        """Record a Psum vector the CE emits; its index."""
+        self.outputs.append((cycle, row, vals))
+        return len(self.outputs) - 1
+
+
 def ce_program(mode, A, B, acc=None, *, rows: int = 4, cols: int = 4, datatype: str = "bf16",
                int_width: int = 16, int_acc_width: int = 48) -> CEProgram:
     """The stimulus and the expected Psums of ``A @ B (+ acc)`` in ``mode`` (see the module docstring)."""
@@ -198,141 +220,167 @@ def ce_program(mode, A, B, acc=None, *, rows: int = 4, cols: int = 4, datatype: 
     N = B.shape[1]
     if min(M, N, K) < 1:
         raise ValueError(f"empty GEMM {M}x{N}x{K}")
-    R, Cc = rows, cols
-    L_ib = max(R, Cc)
     if acc is not None:
         acc = ar.accs(np.broadcast_to(acc, (M, N)))
-    prog = CEProgram(mode, R, Cc, datatype, (M, N, K), 0)
-    cyc: dict[int, dict[str, Any]] = {}
-
-    def at(t):
-        if t not in cyc:
-            cyc[t] = _empty_cycle(L_ib, Cc)
-        return cyc[t]
-
-    outputs: list[tuple[int, int, Any]] = []  # (cycle, row, lanes as values)
-
+    prog = CEProgram(mode, rows, cols, datatype, (M, N, K), 0)
+    tr = _Trace(max(rows, cols), cols)
     if not mode.output_stationary:
-        Kt = ceil(K / R)
-        Kp = Kt * R
-        ws = mode in (CEMode.WS_V, CEMode.WS_H)
-        # stationary operand W[k, c] over the whole problem, streamed X[s, k], outputs Y[s, c]
-        if ws:
-            W_all = _pad(B, (Kp, ceil(N / Cc) * Cc), ar)   # [Kp, Np]
-            X_all = _pad(A, (M, Kp), ar)                    # [S=M, Kp]
-            S, outer = M, ceil(N / Cc)
-        else:
-            W_all = _pad(A.T.copy(), (Kp, ceil(M / Cc) * Cc), ar)  # [Kp, Mp]: W[k, m]
-            X_all = _pad(B.T.copy(), (N, Kp), ar)                   # [S=N, Kp]
-            S, outer = N, ceil(M / Cc)
-        L = R if not mode.horizontal else Cc
-        Ls = R + 1
-        s_prev = l_prev = None
-        prev_ids: list[int] | None = None
-        for o in range(outer):
-            for kt in range(Kt):
-                W = W_all[kt * R:(kt + 1) * R, o * Cc:(o + 1) * Cc]  # R x C tile
-                X = X_all[:, kt * R:(kt + 1) * R]                     # S x R
-                if s_prev is None:
-                    l_i = 0
-                    s_i = l_i + (Cc if mode.horizontal else 1)
-                else:
-                    l_i = max(l_prev + L, s_prev)
-                    s_i = max(s_prev + S, l_i + (Cc if mode.horizontal else 1))
-                    if kt > 0:
-                        s_i = max(s_i, s_prev + Ls + FEEDBACK)
-                # IB loads
-                for j in range(L):
-                    c = at(l_i + j)
-                    lanes = list(W[j, :]) if not mode.horizontal else list(W[:, j])
-                    c["ib_valid"], c["ib_index"] = 1, j
-                    c["ib"] = ar.op_bits(np.array(lanes + [0] * (L_ib - len(lanes)), dtype=W.dtype))
-                # initial psums of this tile
-                if kt == 0:
-                    if acc is None:
-                        P = ar.zeros((S, Cc))
-                    else:
-                        a_t = acc if ws else acc.T  # [S, outer*C]
-                        P = ar.zeros((S, Cc))
-                        chunk = a_t[:, o * Cc:(o + 1) * Cc]
-                        P[:, : chunk.shape[1]] = chunk
-                else:
-                    P = np.array([outputs[j][2] for j in prev_ids]) if datatype == "bf16" else \
-                        np.array([outputs[j][2] for j in prev_ids], dtype=object)
-                for r in range(R):
-                    P = ar.mac(P, X[:, r:r + 1], W[r:r + 1, :])
-                ids = []
-                for s in range(S):
-                    c = at(s_i + s)
-                    c["ia"] = ar.op_bits(X[s, :])
-                    c["swap"] = int(s == 0)
-                    if kt == 0:
-                        init = ar.zeros(Cc) if acc is None else None
-                        if acc is not None:
-                            a_t = acc if ws else acc.T
-                            init = ar.zeros(Cc)
-                            row = a_t[s, o * Cc:(o + 1) * Cc]
-                            init[: len(row)] = row
-                        c["psum_in"] = ("const", ar.acc_bits(init))
-                    else:
-                        c["psum_in"] = ("out", prev_ids[s])
-                    ids.append(len(outputs))
-                    outputs.append((s_i + s + Ls, 0, P[s, :]))
-                if kt == Kt - 1:
-                    for s, j in enumerate(ids):
-                        lanes = []
-                        for c_ in range(Cc):
-                            col = o * Cc + c_
-                            i, jj = (s, col) if ws else (col, s)
-                            if i < M and jj < N:
-                                lanes.append((c_, i, jj))
-                        prog.result[j] = lanes
-                prev_ids = ids
-                s_prev, l_prev = s_i, l_i
-        prog.cycles = s_prev + S + Ls
+        _stationary_schedule(prog, tr, ar, A, B, acc)
     else:
-        ab = mode == CEMode.OS_AB
-        # IA operand X[row_index, k], IB operand Y[k, col_index]
-        if ab:
-            Xa = _pad(A, (ceil(M / R) * R, K), ar)
-            Yb = _pad(B, (K, ceil(N / Cc) * Cc), ar)
-        else:
-            Xa = _pad(B.T.copy(), (ceil(N / R) * R, K), ar)
-            Yb = _pad(A.T.copy(), (K, ceil(M / Cc) * Cc), ar)
-        t_i = 0
-        last_prev = None
-        for ot in range(Xa.shape[0] // R):
-            for it in range(Yb.shape[1] // Cc):
-                if last_prev is not None:
-                    t_i = max(t_i + K, last_prev + R - (K - 1))
-                X = Xa[ot * R:(ot + 1) * R, :]   # R x K
-                Y = Yb[:, it * Cc:(it + 1) * Cc]  # K x C
-                P = ar.zeros((R, Cc))
-                for k in range(K):
-                    P = ar.mac(P, X[:, k:k + 1], Y[k:k + 1, :])
-                for k in range(K):
-                    c = at(t_i + k)
-                    c["ia"] = ar.op_bits(X[:, k])
-                    c["first"], c["last"] = int(k == 0), int(k == K - 1)
-                    c["ib"] = ar.op_bits(np.concatenate([Y[k, :], ar.zeros(L_ib - Cc)]))
-                t_last = t_i + K - 1
-                for r in range(R):
-                    j = len(outputs)
-                    outputs.append((t_last + r + 2, r, P[r, :]))
-                    lanes = []
-                    for c_ in range(Cc):
-                        i, jj = (ot * R + r, it * Cc + c_) if ab else (it * Cc + c_, ot * R + r)
-                        if i < M and jj < N:
-                            lanes.append((c_, i, jj))
-                    prog.result[j] = lanes
-                last_prev = t_last
-        prog.cycles = last_prev + R + 1 + 1
+        _os_schedule(prog, tr, ar, A, B)
         if acc is not None:
             prog.post_acc = ar.acc_bits(acc)
-    for cycle, row, vals in outputs:
+    for cycle, row, vals in tr.outputs:
         prog.expected.append((cycle, row, ar.acc_bits(vals)))
-    prog.inputs = [cyc.get(t, _empty_cycle(L_ib, Cc)) for t in range(prog.cycles)]
+    prog.inputs = [tr.cycles.get(t, _empty_cycle(tr.lanes_ib, cols)) for t in range(prog.cycles)]
     return prog
+
+
+def _stationary_operands(mode: CEMode, A, B, R: int, Cc: int, ar: _Arith):
+    """IS / WS: the stationary operand ``W[k, c]`` and the streamed ``X[s, k]`` over the whole
+    problem (K padded to a multiple of ``R``), the stream length ``S`` and the output tiles."""
+    M, K = A.shape
+    N = B.shape[1]
+    Kp = ceil(K / R) * R
+    if mode in (CEMode.WS_V, CEMode.WS_H):
+        W_all = _pad(B, (Kp, ceil(N / Cc) * Cc), ar)   # [Kp, Np]
+        X_all = _pad(A, (M, Kp), ar)                    # [S=M, Kp]
+        return W_all, X_all, M, ceil(N / Cc)
+    W_all = _pad(A.T.copy(), (Kp, ceil(M / Cc) * Cc), ar)  # [Kp, Mp]: W[k, m]
+    X_all = _pad(B.T.copy(), (N, Kp), ar)                   # [S=N, Kp]
+    return W_all, X_all, N, ceil(M / Cc)
+
+
+def _stationary_schedule(prog: CEProgram, tr: _Trace, ar: _Arith, A, B, acc) -> None:
+    """IS / WS: tiles in order (outer output tile, inner K tile), loads overlapping the stream."""
+    mode, R, Cc = prog.mode, prog.rows, prog.cols
+    K = A.shape[1]
+    Kt = ceil(K / R)
+    ws = mode in (CEMode.WS_V, CEMode.WS_H)
+    W_all, X_all, S, outer = _stationary_operands(mode, A, B, R, Cc, ar)
+    a_t = None if acc is None else (acc if ws else acc.T)   # [S, outer*C]
+    L = R if not mode.horizontal else Cc
+    first = Cc if mode.horizontal else 1
+    Ls = R + 1
+    s_prev = l_prev = None
+    prev_ids: list[int] | None = None
+    for o in range(outer):
+        for kt in range(Kt):
+            W = W_all[kt * R:(kt + 1) * R, o * Cc:(o + 1) * Cc]  # R x C tile
+            X = X_all[:, kt * R:(kt + 1) * R]                     # S x R
+            if s_prev is None:
+                l_i = 0
+                s_i = l_i + first
+            else:
+                l_i = max(l_prev + L, s_prev)
+                s_i = max(s_prev + S, l_i + first)
+                if kt > 0:
+                    s_i = max(s_i, s_prev + Ls + FEEDBACK)
+            _load_ib(tr, ar, W, l_i, L, mode.horizontal)
+            P = _initial_psums(tr, ar, a_t, prev_ids, kt, o, S, Cc)
+            for r in range(R):
+                P = ar.mac(P, X[:, r:r + 1], W[r:r + 1, :])
+            ids = _stream_ia(tr, ar, X, P, a_t, prev_ids, kt, o, s_i, Ls)
+            if kt == Kt - 1:
+                _record_tile(prog, ids, o, ws)
+            prev_ids = ids
+            s_prev, l_prev = s_i, l_i
+    prog.cycles = s_prev + S + Ls
+
+
+def _load_ib(tr: _Trace, ar: _Arith, W, l_i: int, L: int, horizontal: bool) -> None:
+    """The ``L`` IB loads of a stationary tile from cycle ``l_i`` (rows, or columns for ``*_H``)."""
+    for j in range(L):
+        c = tr.at(l_i + j)
+        lanes = list(W[j, :]) if not horizontal else list(W[:, j])
+        c["ib_valid"], c["ib_index"] = 1, j
+        c["ib"] = ar.op_bits(np.array(lanes + [0] * (tr.lanes_ib - len(lanes)), dtype=W.dtype))
+
+
+def _initial_psums(tr: _Trace, ar: _Arith, a_t, prev_ids, kt: int, o: int, S: int, Cc: int):
+    """The Psums entering a tile: ``acc`` (or zeros) for the first K tile, else the previous tile's."""
+    if kt > 0:
+        vals = [tr.outputs[j][2] for j in prev_ids]
+        return np.array(vals) if ar.datatype == "bf16" else np.array(vals, dtype=object)
+    P = ar.zeros((S, Cc))
+    if a_t is not None:
+        chunk = a_t[:, o * Cc:(o + 1) * Cc]
+        P[:, : chunk.shape[1]] = chunk
+    return P
+
+
+def _stream_ia(tr: _Trace, ar: _Arith, X, P, a_t, prev_ids, kt: int, o: int, s_i: int, Ls: int) -> list[int]:
+    """Stream a tile's ``S`` IA vectors from cycle ``s_i`` with their ``psum_in``; the ids of the Psums."""
+    Cc = tr.cols
+    ids = []
+    for s in range(X.shape[0]):
+        c = tr.at(s_i + s)
+        c["ia"] = ar.op_bits(X[s, :])
+        c["swap"] = int(s == 0)
+        if kt == 0:
+            init = ar.zeros(Cc)
+            if a_t is not None:
+                row = a_t[s, o * Cc:(o + 1) * Cc]
+                init[: len(row)] = row
+            c["psum_in"] = ("const", ar.acc_bits(init))
+        else:
+            c["psum_in"] = ("out", prev_ids[s])
+        ids.append(tr.emit(s_i + s + Ls, 0, P[s, :]))
+    return ids
+
+
+def _record_tile(prog: CEProgram, ids: list[int], o: int, ws: bool) -> None:
+    """Where the lanes of a stationary tile's final Psum vectors go in C."""
+    M, N, _ = prog.shape
+    for s, j in enumerate(ids):
+        lanes = []
+        for c_ in range(prog.cols):
+            col = o * prog.cols + c_
+            i, jj = (s, col) if ws else (col, s)
+            if i < M and jj < N:
+                lanes.append((c_, i, jj))
+        prog.result[j] = lanes
+
+
+def _os_schedule(prog: CEProgram, tr: _Trace, ar: _Arith, A, B) -> None:
+    """OS: tiles of K vectors back to back, at least R cycles apart; R result rows per tile."""
+    R, Cc = prog.rows, prog.cols
+    M, N, K = prog.shape
+    ab = prog.mode == CEMode.OS_AB
+    # IA operand X[row_index, k], IB operand Y[k, col_index]
+    if ab:
+        Xa = _pad(A, (ceil(M / R) * R, K), ar)
+        Yb = _pad(B, (K, ceil(N / Cc) * Cc), ar)
+    else:
+        Xa = _pad(B.T.copy(), (ceil(N / R) * R, K), ar)
+        Yb = _pad(A.T.copy(), (K, ceil(M / Cc) * Cc), ar)
+    t_i = 0
+    last_prev = None
+    for ot in range(Xa.shape[0] // R):
+        for it in range(Yb.shape[1] // Cc):
+            if last_prev is not None:
+                t_i = max(t_i + K, last_prev + R - (K - 1))
+            X = Xa[ot * R:(ot + 1) * R, :]   # R x K
+            Y = Yb[:, it * Cc:(it + 1) * Cc]  # K x C
+            P = ar.zeros((R, Cc))
+            for k in range(K):
+                P = ar.mac(P, X[:, k:k + 1], Y[k:k + 1, :])
+            for k in range(K):
+                c = tr.at(t_i + k)
+                c["ia"] = ar.op_bits(X[:, k])
+                c["first"], c["last"] = int(k == 0), int(k == K - 1)
+                c["ib"] = ar.op_bits(np.concatenate([Y[k, :], ar.zeros(tr.lanes_ib - Cc)]))
+            t_last = t_i + K - 1
+            for r in range(R):
+                j = tr.emit(t_last + r + 2, r, P[r, :])
+                lanes = []
+                for c_ in range(Cc):
+                    i, jj = (ot * R + r, it * Cc + c_) if ab else (it * Cc + c_, ot * R + r)
+                    if i < M and jj < N:
+                        lanes.append((c_, i, jj))
+                prog.result[j] = lanes
+            last_prev = t_last
+    prog.cycles = last_prev + R + 1 + 1
 
 
 def assemble(prog: CEProgram, vectors: list[list[int]]) -> np.ndarray:

@@ -28,15 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from gen.design.config import FettaConfig
-from gen.design.isa import (OVERHEAD, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode, exec_cycles,
-                     gemm_macs, group_offsets, horizontal, loads, stationary)
+from gen.design.isa import (OVERHEAD, START_CYCLES, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode,
+                     exec_cycles, gemm_macs, group_offsets, horizontal, loads, stationary)
 
 from sim import bf16 as fp
 from sim.vector_ref import vec_ref
 from gen.errors import ConfigError
-
-#: cycles from ``start`` to the first FETCH (the controller latches the start request)
-START_CYCLES = 1
 
 
 @dataclass

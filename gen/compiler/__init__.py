@@ -1,14 +1,55 @@
 """Compiler: a layer's phase -> a :class:`Program` of instruction runs for the accelerator.
 
-* :mod:`gen.compiler.core`  - layouts, GEMM mappings, memory allocation, chunking and the phase driver
-  (:func:`compile_layer`)
-* :mod:`gen.compiler.gemm`  - the dense GEMM tiler (``fetta run`` on ``dense`` layers)
+Modules, bottom to top:
+
+* :mod:`gen.compiler.layout`   - :class:`Layout` (mode order, lane mode, row strides, packing);
+  lane splitting and zero padding of modes (:func:`~gen.compiler.layout.split_modes`)
+* :mod:`gen.compiler.program`  - the output: :class:`Program`, :class:`Run`, host writes / reads,
+  step records, :class:`CompileError`
+* :mod:`gen.compiler.mapping`  - one step's loop nest on the address generators and the CE grid
+  (:func:`map_gemm_all`), bank checks, instructions at real addresses
+* :mod:`gen.compiler.allocate` - segments on the ping-pong halves, bump allocation, spills, rollback
+* :mod:`gen.compiler.planner`  - roles, lane modes, grid splits and mode orders of a step, scored
+* :mod:`gen.compiler.chunk`    - where to cut a step that does not fit one half
+* :mod:`gen.compiler.compiler` - :class:`Compiler`: networks step by step (plan, place, emit, chunk)
+* :mod:`gen.compiler.phases`   - whole phases (:func:`compile_layer`), saved tensors of ``train``,
+  :func:`default_paths`
+* :mod:`gen.compiler.gemm`     - the dense GEMM tiler (``fetta run`` on ``dense`` layers)
+
+Pipeline (issue 6, paper sections III-B and V-B4):
+
+1. **Networks and paths.** ``gen.workload.network.phase_networks(spec, phase)``; each network is
+   contracted along the MAC-optimal SSA path of ``gen.search.best_path`` (or a path given per
+   label). With ``phase="train"`` the FP and BP intermediates are kept (host side, counted as DRAM
+   traffic) and every WG network is re-solved with the saved tensors as extra inputs; the cheaper
+   of "with reuse" / "without" is executed.
+2. **Grouping.** Each pairwise step is split into batch (shared-free), m (free of A), n (free of B)
+   and k (contracted) modes by :func:`gen.workload.grouping.group_modes`. Size-1 modes of one
+   operand that are summed (the boundary bonds) are pinned to index 0.
+3. **Roles and layouts** (:mod:`~gen.compiler.planner`). A stored tensor's last mode is its lane
+   mode (one unified row holds ``lanes`` consecutive values of it, zero padded); the lane of A must
+   be an m-mode, the lane of B an n-mode, and the result's lane is B's lane. A tensor whose lane
+   mode cannot serve its consumer is **re-laid out by the host** (read back, permuted, written
+   again): counted in ``relayouts`` and ``relayout_bytes``, and its cycles (``2 * ceil(rows /
+   banks)``: a row-parallel read and a write through the host port at ``banks`` rows per cycle, as
+   LOAD/STORE move rows) are added to ``cycles``. An operand with no free mode at all gets a size-1
+   *dummy lane* (``_<n>``) padded to ``lanes`` (padding counted in utilization).
+4. **Tiling** (:mod:`~gen.compiler.mapping`). Every loop of the step becomes an address-generator
+   level with a row stride per operand; grids, split loops and levels are costed with the timing
+   rules of :mod:`gen.design.isa` and checked with :func:`gen.design.isa.check`.
+5. **Allocation** (:mod:`~gen.compiler.allocate`, :mod:`~gen.compiler.chunk`). Intermediates stay on
+   chip while they fit; a segment that is full closes (live tensors are spilled) and the next uses
+   the other half; a step that does not fit one half even alone is chunked over a free mode of its
+   result (host slices, one step per piece, host concatenation; DRAM counted).
 
 Execution of a program is not the compiler's business: :mod:`gen.toolflow.execute` runs it on the
-emulator or the RTL.
+emulator or the RTL (block-term sums are added on the host in float64).
 """
 
-from gen.compiler.core import (CompileError, Compiler, Layout, Program, Run, compile_layer, default_paths,
-                               map_gemm_all)
+from gen.compiler.compiler import Compiler
+from gen.compiler.layout import Layout
+from gen.compiler.mapping import map_gemm_all
+from gen.compiler.phases import compile_layer, default_paths
+from gen.compiler.program import CompileError, Program, Run
 
 __all__ = ["CompileError", "Layout", "Program", "Run", "Compiler", "compile_layer", "map_gemm_all", "default_paths"]

@@ -26,14 +26,14 @@ The grid ``(gm, gn, gk)`` is chosen to maximise utilisation.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gen.design.config import FettaConfig, check_accelerator
-from gen.errors import ConfigError, FettaError
-from gen.design.isa import OVERHEAD, gemm_latency, ErrorCode, Geometry, Instr, assemble, check, gemm, halt
+from gen.errors import FettaError
+from gen.design.isa import (OVERHEAD, START_CYCLES, ErrorCode, Geometry, Instr, assemble, check, gemm, halt,
+                          os_gemm_cycles)
 
 
 class TilingError(FettaError):
@@ -114,11 +114,11 @@ def _layout(config: FettaConfig, Mc: int, Nc: int, Kp: int, grid) -> dict[str, i
 
 
 def _pass_cycles(config: FettaConfig, Mc: int, Nc: int, Kp: int, grid) -> int:
+    """Cycles of a pass's program (start, one OS GEMM, HALT) by the timing rules of :mod:`gen.design.isa`."""
     gm, gn, gk = grid
     L = config.lanes
     tiles = (Mc // (L * gm)) * (Nc // (L * gn))
-    Kc = Kp // gk
-    return 1 + 2 * OVERHEAD + (tiles - 1) * max(Kc, config.ce_rows) + Kc + gemm_latency(Geometry.of(config))
+    return START_CYCLES + 2 * OVERHEAD + os_gemm_cycles(Kp // gk, tiles, Geometry.of(config))
 
 
 def _fits(config: FettaConfig, geo: Geometry, Mc: int, Nc: int, Kp: int, grid) -> bool:

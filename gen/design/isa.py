@@ -672,3 +672,17 @@ __all__ = ["INSTR_BITS", "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "I
            "out_rows", "loads", "vec_delay", "last_issue", "gemm_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check", "ce_offsets",
            "group_offsets", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles", "gemm_macs",
            "replace", "field"]
+
+
+# --- costing before an instruction exists (the compiler's mappings, the dense tiler's passes) ---
+#: cycles from ``start`` to the first FETCH (the controller latches the start request)
+START_CYCLES = 1
+
+
+def os_gemm_cycles(K: int, tiles: int, geo: Geometry) -> int:
+    """:func:`exec_cycles` of an output-stationary GEMM of ``tiles`` (``L0 * L1``) tiles of depth ``K``
+    from the loop bounds alone (OS: :func:`tile_period` is ``max(K, ce_rows)``, :func:`last_issue` ``K - 1``)."""
+    return (tiles - 1) * max(K, geo.ce_rows) + K + gemm_latency(geo)
+
+
+__all__ += ["START_CYCLES", "os_gemm_cycles"]

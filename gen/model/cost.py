@@ -67,7 +67,8 @@ from typing import Any, Mapping, Sequence
 
 from gen.model.arch import ARCHS, Arch, get_arch
 from gen.design.config import FettaConfig
-from gen.workload.network import Network, Step, path_steps, phase_networks
+from gen.workload.grouping import group_modes
+from gen.workload.network import Network, Step, path_steps
 
 #: energy per operation / access in pJ; see the module docstring and docs/model.md
 ENERGY_PJ: dict[str, float] = {
@@ -116,20 +117,13 @@ class Gemm:
 
 
 def gemm_of(step: Step, sizes: Mapping[str, int]) -> Gemm:
-    """Classify the modes of a :class:`gen.workload.network.Step` into ``b, m, n, k``."""
-    A, B, O = set(step.lhs_modes), set(step.rhs_modes), set(step.out_modes)
-    union = tuple(dict.fromkeys(step.lhs_modes + step.rhs_modes))
-    groups: dict[str, list[str]] = {"b": [], "m": [], "n": [], "k": []}
-    for x in union:
-        if x in A and x in B:
-            groups["b" if x in O else "k"].append(x)
-        elif x in A:
-            groups["m" if x in O else "k"].append(x)
-        else:
-            groups["n" if x in O else "k"].append(x)
-    dims = {g: math.prod(sizes[x] for x in ms) for g, ms in groups.items()}
+    """Classify the modes of a :class:`gen.workload.network.Step` into ``b, m, n, k``
+    (:func:`gen.workload.grouping.group_modes`)."""
+    g = group_modes(step.lhs_modes, step.rhs_modes, set(step.out_modes))
+    groups = {"b": g.batch, "m": g.m, "n": g.n, "k": g.k}
+    dims = {x: math.prod(sizes[y] for y in ms) for x, ms in groups.items()}
     size = lambda ms: math.prod(sizes[x] for x in ms)  # noqa: E731
-    return Gemm(dims["b"], dims["m"], dims["n"], dims["k"], {g: tuple(v) for g, v in groups.items()},
+    return Gemm(dims["b"], dims["m"], dims["n"], dims["k"], groups,
                 size(step.lhs_modes), size(step.rhs_modes), size(step.out_modes))
 
 
@@ -358,8 +352,6 @@ def model_network(net: Network, path: Sequence[Sequence[int]], config: FettaConf
     steps = path_steps(net, path)
     n = len(net.inputs)
     res = ModelResult(freq_mhz=config.freq_mhz, _pes=a.pes)
-    ids = list(range(n))
-    nxt = n
     for s_i, st in enumerate(steps):
         mp = map_step(st, net.sizes, config, a)
         g = gemm_of(st, net.sizes)
@@ -384,7 +376,6 @@ def model_network(net: Network, path: Sequence[Sequence[int]], config: FettaConf
         d = mp.to_dict()
         d.update(network=net.label, step=[st.lhs, st.rhs], cycles=cycles, dram_bytes=dram, energy_pj=energy)
         res.steps.append(d)
-        nxt += 1
     return res
 
 

@@ -12,6 +12,9 @@ product once its modes are grouped (paper section V-B4, issue 6):
 
 ``out[batch, m, n] = sum_k A[batch, m, k] * B[batch, k, n]``
 
+:func:`group_modes` is the one definition of this grouping: the analytical model
+(:func:`gen.model.cost.gemm_of`) and the compiler (:mod:`gen.compiler.planner`) use it too.
+
 Each group is a *loop nest*: a list of (mode, size, stride) per operand, the
 strides taken from the operand's layout in memory (the order of its modes, row-
 major). This is what the address generators of the unified memory walk, so an
@@ -24,11 +27,38 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
 from gen.workload.network import Step
+
+
+@dataclass(frozen=True)
+class ModeGroups:
+    """The modes of a pairwise contraction ``A x B`` by role, each group in the order of ``A``'s
+    modes, then ``B``'s (every mode once)."""
+
+    batch: tuple[str, ...]        #: in both operands, kept
+    m: tuple[str, ...]            #: in ``A`` only, kept
+    n: tuple[str, ...]            #: in ``B`` only, kept
+    k: tuple[str, ...]            #: summed: contracted (in both) or in one operand only
+    contracted: tuple[str, ...]   #: the modes of ``k`` in both operands
+
+
+def group_modes(a_modes: Sequence[str], b_modes: Sequence[str], kept: Collection[str]) -> ModeGroups:
+    """Group the modes of ``A`` (``a_modes``) and ``B`` (``b_modes``) when the result keeps ``kept``."""
+    in_a, in_b = set(a_modes), set(b_modes)
+    groups: dict[str, list[str]] = {"batch": [], "m": [], "n": [], "k": []}
+    for x in dict.fromkeys(tuple(a_modes) + tuple(b_modes)):
+        if x not in kept:
+            groups["k"].append(x)
+        elif x in in_a and x in in_b:
+            groups["batch"].append(x)
+        else:
+            groups["m" if x in in_a else "n"].append(x)
+    contracted = tuple(x for x in groups["k"] if x in in_a and x in in_b)
+    return ModeGroups(*(tuple(groups[g]) for g in ("batch", "m", "n", "k")), contracted)
 
 
 def row_major_strides(modes: Sequence[str], sizes: Mapping[str, int]) -> dict[str, int]:
@@ -117,12 +147,12 @@ def lower_step(step: Step, sizes: Mapping[str, int], out_layout: Sequence[str] |
     def loop(mode: str) -> Loop:
         return Loop(mode, sizes[mode], sa.get(mode, 0), sb.get(mode, 0), so.get(mode, 0))
 
-    batch = tuple(loop(m) for m in out_layout if m in a_modes and m in b_modes)
-    m_loops = tuple(loop(m) for m in out_layout if m in a_modes and m not in b_modes)
-    n_loops = tuple(loop(m) for m in out_layout if m in b_modes and m not in a_modes)
-    summed = [m for m in dict.fromkeys(a_modes + b_modes) if m not in out_modes]
-    k_loops = tuple(loop(m) for m in summed)
+    g = group_modes(a_modes, b_modes, out_modes)
+    batch = tuple(loop(m) for m in out_layout if m in g.batch)
+    m_loops = tuple(loop(m) for m in out_layout if m in g.m)
+    n_loops = tuple(loop(m) for m in out_layout if m in g.n)
+    k_loops = tuple(loop(m) for m in g.k)
     return GemmView(batch, m_loops, n_loops, k_loops, tuple(a_modes), tuple(b_modes), out_layout)
 
 
-__all__ = ["Loop", "GemmView", "lower_step", "row_major_strides"]
+__all__ = ["ModeGroups", "group_modes", "Loop", "GemmView", "lower_step", "row_major_strides"]

@@ -1,0 +1,225 @@
+"""Mapping one pairwise step (a loop nest) onto the address generators and the CE grid.
+
+Every loop of a step is an :class:`Lp`: a trip count and a row stride per tensor (A, B, output).
+:func:`map_gemm_all` fuses loops that walk memory as one (:func:`merge_loops`), then enumerates
+the CE grids ``gm x gn x gk`` (products <= ``num_ces``), the loop each grid index splits, the
+``K`` loop (largest contracted) and ``L0`` / ``L1`` (largest free loops); the loops left over are
+*unrolled* into several instructions (free loops: separate instructions; contracted loops: an
+``ACC`` chain, write-back on the last). Candidates are costed with the timing rules of
+:mod:`gen.design.isa` (:func:`gen.design.isa.os_gemm_cycles`), screened with cheap bank
+conditions (:func:`banks_ok`) and checked with :func:`gen.design.isa.check`, fastest first.
+:func:`instantiate` turns a :class:`Mapping_` into instructions at real base addresses.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass, replace
+
+from gen.compiler.program import CompileError
+from gen.design.isa import OVERHEAD, ErrorCode, Geometry, Instr, check, exec_cycles, gemm, os_gemm_cycles
+
+
+@dataclass(frozen=True)
+class Lp:
+    """One loop level: trip count and row strides of A, B and the output."""
+
+    name: str
+    trip: int
+    a: int
+    b: int
+    o: int
+
+
+ONE = Lp("1", 1, 0, 0, 0)
+
+
+def merge_loops(loops: list[Lp]) -> list[Lp]:
+    """Fuse loops ``x`` (outer) and ``y`` (inner) when ``x``'s strides are ``y.trip`` times ``y``'s
+    in all three tensors: one address-generator level then walks both."""
+    loops = [lp for lp in loops if lp.trip > 1]
+    changed = True
+    while changed:
+        changed = False
+        for x, y in itertools.permutations(loops, 2):
+            if x.a == y.trip * y.a and x.b == y.trip * y.b and x.o == y.trip * y.o:
+                loops = [lp for lp in loops if lp is not x and lp is not y]
+                loops.append(Lp(f"{x.name}*{y.name}", x.trip * y.trip, y.a, y.b, y.o))
+                changed = True
+                break
+    return loops
+
+
+@dataclass
+class Mapping_:
+    """The chosen mapping of one step: an instruction template and the unrolled loops."""
+
+    grid: tuple[int, int, int]
+    K: Lp
+    L0: Lp
+    L1: Lp
+    gm: Lp
+    gn: Lp
+    gk: Lp
+    o_sk: int
+    free_unroll: list[Lp]
+    k_unroll: list[Lp]
+    cycles: int
+    instrs: int
+
+
+def split_loop(lp: Lp, g: int) -> tuple[Lp, Lp]:
+    """Split ``lp`` into a spatial index of ``g`` (inner, same strides) and the rest (outer)."""
+    return (Lp(lp.name + "/s", g, lp.a, lp.b, lp.o),
+            Lp(lp.name + "/t", lp.trip // g, lp.a * g, lp.b * g, lp.o * g))
+
+
+def template(m: Mapping_) -> Instr:
+    """The GEMM instruction of a mapping with all bases 0 (the unrolled loops move the bases)."""
+    return gemm(K=m.K.trip, grid=m.grid, L0=m.L0.trip, L1=m.L1.trip,
+                a=(0, m.K.a, m.L0.a, m.L1.a, m.gm.a, m.gn.a, m.gk.a),
+                b=(0, m.K.b, m.L0.b, m.L1.b, m.gm.b, m.gn.b, m.gk.b),
+                o=(0, m.o_sk, m.L0.o, m.L1.o, m.gm.o, m.gn.o, 0), w_base=0, acc=False, wb=True)
+
+
+@functools.lru_cache(maxsize=2048)
+def map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geometry) -> tuple[Mapping_, ...]:
+    """:func:`map_gemm_all`, memoized (plans of one step often share their loop nests).
+    The mappings returned are shared: callers must not modify them."""
+    return tuple(map_gemm_all(list(free), list(ks), o_sk, geo))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _spatial_low(g: tuple[int, int, int], sm: int, sn: int, sk: int, banks: int) -> int | None:
+    """Mask of the low bank bits the spatial offsets of one operand use, or None when two CEs
+    read different rows of one bank."""
+    offs = {im * sm + in_ * sn + ik * sk for im in range(g[0]) for in_ in range(g[1]) for ik in range(g[2])}
+    banks_seen = {o % banks for o in offs}
+    if len(banks_seen) != len(offs):
+        return None
+    mask = 0
+    for b in banks_seen:
+        mask |= b
+    return (1 << mask.bit_length()) - 1
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _groups_ok(gm: int, gn: int, sm: int, sn: int, banks: int) -> bool:
+    return len({(im * sm + in_ * sn) % banks for im in range(gm) for in_ in range(gn)}) == gm * gn
+
+
+def banks_ok(m: Mapping_, banks: int) -> bool:
+    """Necessary conditions of :func:`gen.design.isa.check` on a mapping, cheap: the spatial offsets of
+    IA / IB are distinct banks (or the same row) in the low bank bits, every temporal and unrolled
+    stride a multiple of their span; the output groups write distinct banks."""
+    g = m.grid
+    for op in ("a", "b"):
+        low = _spatial_low(g, getattr(m.gm, op), getattr(m.gn, op), getattr(m.gk, op), banks)
+        if low is None:
+            return False
+        for lp in (m.K, m.L0, m.L1, *m.free_unroll, *m.k_unroll):
+            if getattr(lp, op) & low:
+                return False
+    return _groups_ok(g[0], g[1], m.gm.o, m.gn.o, banks)
+
+
+def _grids(E: int) -> list[tuple[int, int, int]]:
+    """Every power-of-two grid ``(gm, gn, gk)`` of at most ``E`` CEs."""
+    return [(1 << a, 1 << b, 1 << c) for a in range(E.bit_length()) for b in range(E.bit_length())
+            for c in range(E.bit_length()) if (1 << (a + b + c)) <= E]
+
+
+def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> list[Mapping_]:
+    """Every grid, split loop and level assignment whose fields fit, with its cycles (unchecked)."""
+    cands: list[Mapping_] = []
+    for gm, gn, gk in _grids(geo.ces):
+        gk_opts = [None] if gk == 1 else [i for i, lp in enumerate(ks) if lp.trip % gk == 0]
+        gm_opts = [None] if gm == 1 else [i for i, lp in enumerate(free) if lp.trip % gm == 0]
+        gn_opts = [None] if gn == 1 else [i for i, lp in enumerate(free) if lp.trip % gn == 0]
+        for ik, im, in_ in itertools.product(gk_opts, gm_opts, gn_opts):
+            if im is not None and im == in_:
+                continue
+            kl = list(ks)
+            fl = list(free)
+            gk_lp = gm_lp = gn_lp = ONE
+            if ik is not None:
+                gk_lp, kl[ik] = split_loop(kl[ik], gk)
+            if im is not None:
+                gm_lp, fl[im] = split_loop(fl[im], gm)
+            if in_ is not None:
+                gn_lp, fl[in_] = split_loop(fl[in_], gn)
+            kl = sorted((lp for lp in kl if lp.trip > 1), key=lambda lp: -lp.trip)
+            fl = sorted((lp for lp in fl if lp.trip > 1), key=lambda lp: -lp.trip)
+            K = kl[0] if kl else ONE
+            k_unroll = kl[1:]
+            for nlev in (2, 1, 0):
+                levels = fl[:nlev] + [ONE] * (2 - min(nlev, len(fl)))
+                L0, L1 = levels[0], levels[1]
+                free_unroll = fl[min(nlev, len(fl)):]
+                if max(K.trip, L0.trip, L1.trip) >= 1 << 16 or \
+                        max(abs(v) for v in (K.a, K.b, L0.a, L0.b, L0.o, L1.a, L1.b, L1.o,
+                                             o_sk, gm_lp.a, gm_lp.b, gm_lp.o, gn_lp.a, gn_lp.b, gn_lp.o,
+                                             gk_lp.a, gk_lp.b)) >= 1 << 16:
+                    continue
+                n = math.prod(lp.trip for lp in free_unroll + k_unroll)
+                # per instruction: FETCH/DECODE/CHECK + exec_cycles of an OS GEMM
+                one = os_gemm_cycles(K.trip, L0.trip * L1.trip, geo)
+                cands.append(Mapping_((gm, gn, gk), K, L0, L1, gm_lp, gn_lp, gk_lp, o_sk, free_unroll, k_unroll,
+                                      n * (OVERHEAD + one), n))
+    return cands
+
+
+def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: int = 4) -> list[Mapping_]:
+    """Mappings whose template (bases 0) passes :func:`check`, fastest first: every grid, split
+    loop and level assignment is costed with the timing rules of :mod:`gen.design.isa` (cheap), then
+    checked in order of cycles until ``keep`` pass (the caller tries them with real bases)."""
+    cands = _candidates(merge_loops(free), merge_loops(ks), o_sk, geo)
+    order = sorted(range(len(cands)), key=lambda i: (cands[i].cycles, -math.prod(cands[i].grid), i))
+    found: list[Mapping_] = []
+    for m in (cands[i] for i in order):
+        if not banks_ok(m, geo.banks):
+            continue
+        ins = template(m)
+        if check(ins, geo) != ErrorCode.NONE:
+            continue
+        # the unrolled loops move the bases: each stride must keep the bank/XOR rule
+        if any(check(replace(ins, a_base=lp.a, b_base=lp.b), geo) != ErrorCode.NONE
+               for lp in m.free_unroll + m.k_unroll):
+            continue
+        assert exec_cycles(ins, geo) + OVERHEAD == m.cycles // m.instrs, (m, ins)
+        found.append(m)
+        if len(found) >= keep:
+            break
+    if not found:
+        raise CompileError("no mapping of a step passes the ISA checks (accumulation unit too small?)",
+                           field="accum_kb")
+    return found
+
+
+def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry) -> list[Instr] | None:
+    """The instructions of mapping ``mp`` with operands at rows ``a0`` / ``b0`` and the result at
+    ``w0``: one per unrolled index (contracted ones chained with ``ACC``, write-back on the last),
+    or None when one fails :func:`gen.design.isa.check` (the routing depends on the real banks)."""
+    tmpl = template(mp)
+    fu, ku = mp.free_unroll, mp.k_unroll
+    instrs = []
+    kidxs = list(itertools.product(*(range(lp.trip) for lp in ku)))
+    for fidx in itertools.product(*(range(lp.trip) for lp in fu)):
+        fa = sum(i * lp.a for i, lp in zip(fidx, fu))
+        fb = sum(i * lp.b for i, lp in zip(fidx, fu))
+        fo = sum(i * lp.o for i, lp in zip(fidx, fu))
+        for n, kidx in enumerate(kidxs):
+            ka = sum(i * lp.a for i, lp in zip(kidx, ku))
+            kb = sum(i * lp.b for i, lp in zip(kidx, ku))
+            ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo,
+                          flags=(1 if n else 0) | (2 if n == len(kidxs) - 1 else 0))
+            if check(ins, geo) != ErrorCode.NONE:
+                return None
+            instrs.append(ins)
+    return instrs
+
+
+__all__ = ["Lp", "Mapping_", "merge_loops", "split_loop", "template", "map_gemm_all", "map_cached", "banks_ok",
+           "instantiate"]

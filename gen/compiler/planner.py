@@ -1,0 +1,287 @@
+"""Planning one pairwise step: roles, lane modes, CE-grid splits and mode orders.
+
+The OS dataflow reads IA rows as ``ce_rows`` values of m and IB rows as ``ce_cols`` values of n
+and writes result rows of n: so the lane of A must be an m-mode, the lane of B an n-mode, and the
+result's lane is B's lane. A :class:`Plan` fixes which operand is A (``X``) and which is B (``Y``),
+their lane modes (``alpha`` / ``beta``; a size-1 *dummy lane* ``_<n>`` for an operand with no free
+mode) and the mode orders of host-written operands and of the result: the modes the grid splits sit
+just above the lane (lowest row strides, so that their spatial offsets are the low bank bits), and
+the modes the *next* step contracts just before them (they merge into one address-generator loop
+there). A tensor on chip whose lane cannot serve the plan is re-laid out through the host (a
+penalty in the plan's score).
+
+:class:`Planner` enumerates candidate plans with a cheap estimate (:meth:`Planner.candidates`),
+maps the most promising with :func:`gen.compiler.mapping.map_gemm_all`
+(:meth:`Planner.scored_plans`) and picks the one whose cycles plus the best cycles of the consumer
+step reading its result are fewest (:meth:`Planner.best_plan`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Sequence
+
+from gen.compiler.allocate import Memory, Tensor
+from gen.compiler.layout import Layout, ceil_to
+from gen.compiler.mapping import Lp, Mapping_, map_cached
+from gen.compiler.program import CompileError
+from gen.design.config import FettaConfig
+from gen.design.isa import Geometry
+from gen.workload.grouping import group_modes
+
+#: (modes of the consumer's other operand, modes the consumer keeps, that operand's tensor if it exists yet)
+NextInfo = tuple[set[str], set[str], "Tensor | None"]
+
+
+class Candidate(NamedTuple):
+    """A plan before mapping: roles, lanes (None: a dummy lane), the modes each grid index splits."""
+
+    est: float
+    X: Tensor
+    Y: Tensor
+    alpha: str | None
+    beta: str | None
+    gm: str | None
+    gn: str | None
+    gk: str | None
+    penalty: int
+
+
+@dataclass
+class Plan:
+    """A mapped plan: roles, lanes, the orders of the operands to write (None: use the one on
+    chip), the result's layout, the modes kept and contracted, and its mappings (fastest first)."""
+
+    X: Tensor
+    Y: Tensor
+    alpha: str
+    beta: str
+    xo: tuple[str, ...] | None
+    yo: tuple[str, ...] | None
+    lo: Layout
+    keep_modes: list[str]
+    kmodes: list[str]
+    mappings: tuple[Mapping_, ...]
+
+
+class Planner:
+    """Plans the steps of one compilation (``sizes`` and ``mem`` are the compiler's, shared)."""
+
+    def __init__(self, config: FettaConfig, geo: Geometry, align: int, sizes: dict[str, int], mem: Memory,
+                 dummy: Callable[[], str]):
+        self.config = config
+        self.geo = geo
+        self.L = config.lanes
+        self.align = align
+        self.sizes = sizes
+        self.mem = mem
+        self.dummy = dummy
+
+    def lane_choices(self, t: Tensor, allowed: Sequence[str]) -> list[str]:
+        """Lane modes worth trying for ``t``: its lane if on chip and allowed, else the best three."""
+        if t.layout is not None and t.name in self.mem.onchip and t.layout.lane in allowed:
+            return [t.layout.lane]
+        if not allowed:
+            return []
+        # prefer little padding, then large extents
+        return sorted(allowed, key=lambda m: (ceil_to(self.sizes[m], self.L) - self.sizes[m],
+                                              self.sizes[m] != self.L, -self.sizes[m], m))[:3]
+
+    @staticmethod
+    def inner(t: Tensor) -> list[str]:
+        """The two row modes of an on-chip tensor with the smallest strides (the only ones a grid
+        can split: the spatial offsets must be the low bank bits)."""
+        lay = t.layout
+        rows = sorted((lay.rstride[i], m) for i, m in enumerate(lay.modes[:-1]) if lay.ext[i] > 1)
+        return [m for _, m in rows[:2]]
+
+    def pow2(self, m: str) -> int:
+        s = self.sizes[m]
+        return min(s & -s, self.geo.ces)
+
+    def _penalty(self, X: Tensor, Y: Tensor, alpha, beta, keep: set[str], next_info: NextInfo | None) -> int:
+        """Re-layout cycles a plan implies: now (an on-chip operand with another lane) and later
+        (the result's lane is contracted or shared in the consumer)."""
+        penalty = 0
+        for t, lane in ((X, alpha), (Y, beta)):
+            if t.name in self.mem.onchip and (lane is None or t.layout.lane != lane):
+                penalty += 4 * -(-t.layout.rows // self.geo.banks)     # re-layout now
+        if next_info is not None and beta is not None:
+            other, nkeep = next_info[0], next_info[1]
+            if beta in other or beta not in nkeep:                    # re-layout later
+                penalty += 4 * -(-math.prod(self.sizes[m] for m in keep) // (self.L * self.geo.banks))
+        return penalty
+
+    def candidates(self, A: Tensor, B: Tensor, keep: set[str], next_info: NextInfo | None):
+        """Candidate plans of a step, cheapest estimate first, and the contracted modes.
+
+        The estimate is the padded MACs over the MACs per cycle of the grid the split modes
+        would give (assuming it is realised), plus the re-layout penalty."""
+        sizes = self.sizes
+        L = self.L
+        kmodes = sorted(group_modes(A.modes, B.modes, keep).contracted)
+        kprod = math.prod(sizes[m] for m in kmodes)
+        out = []
+        for X, Y in ((A, B), (B, A)):
+            groups = group_modes(X.modes, Y.modes, keep)
+            xm, yn, batch = list(groups.m), list(groups.n), list(groups.batch)
+
+            def ok(m: str) -> bool:
+                if sizes[m] < 2 or sizes[m] % 2:
+                    return False
+                return all(m in self.inner(t) for t in (X, Y) if t.name in self.mem.onchip and m in t.modes)
+
+            for alpha in self.lane_choices(X, xm) or [None]:
+                for beta in self.lane_choices(Y, yn) or [None]:
+                    gms = [None] + [m for m in xm + batch if m != alpha and ok(m)]
+                    gns = [None] + [m for m in yn + batch if m != beta and ok(m)]
+                    gks = [None] + [m for m in kmodes if ok(m)]
+                    union = set(X.modes) | set(Y.modes)
+                    padded = math.prod(ceil_to(sizes[m], L) if m in (alpha, beta) else sizes[m] for m in union)
+                    padded *= (L if alpha is None else 1) * (L if beta is None else 1)
+                    penalty = self._penalty(X, Y, alpha, beta, keep, next_info)
+                    for gm_m, gn_m, gk_m in itertools.product(gms, gns, gks):
+                        if gm_m is not None and gm_m == gn_m:
+                            continue
+                        g = 1
+                        for m in (gk_m, gm_m, gn_m):
+                            if m is not None:
+                                g = min(self.geo.ces, g * self.pow2(m))
+                        gk = min(self.pow2(gk_m), g) if gk_m else 1
+                        k_eff = min(1.0, (kprod / gk) / self.geo.ce_rows)
+                        est = padded / (self.config.macs * g / self.geo.ces * k_eff) + penalty
+                        out.append(Candidate(est, X, Y, alpha, beta, gm_m, gn_m, gk_m, penalty))
+        out.sort(key=lambda p: p[0])
+        return out, kmodes
+
+    @staticmethod
+    def orders(X: Tensor, Y: Tensor, alpha: str, beta: str, gm_m, gn_m, gk_m, kmodes, keep_modes,
+               next_info: NextInfo | None):
+        """Mode orders (lane last) of the operands (host-written ones) and of the result for a plan."""
+        kord = [m for m in kmodes if m != gk_m] + ([gk_m] if gk_m else [])
+
+        def order(t_modes, lane, inner_pref):
+            inner = [m for m in dict.fromkeys(inner_pref) if m is not None and m in t_modes and m != lane]
+            rest = [m for m in t_modes if m != lane and m not in inner]
+            head = sorted(m for m in rest if m not in kmodes)
+            tail = [m for m in kord if m in rest]
+            return tuple(head + tail + inner + [lane])
+
+        xo = order(tuple(X.modes) + ((alpha,) if alpha not in X.modes else ()), alpha, (gk_m, gn_m, gm_m))
+        yo = order(tuple(Y.modes) + ((beta,) if beta not in Y.modes else ()), beta, (gk_m, gm_m, gn_m))
+        next_k: set[str] = set()
+        first = gn_m
+        if next_info is not None:
+            other, nkeep = next_info[0], next_info[1]
+            next_k = {m for m in keep_modes if m in other and m not in nkeep}
+            # innermost: a split mode the consumer keeps free (it can split it over gm/gn there)
+            if gn_m in next_k and gm_m is not None and gm_m not in next_k:
+                first = gm_m
+        inner = [m for m in (alpha, gn_m if first == gm_m else gm_m, first) if m is not None and m != beta]
+        inner = list(dict.fromkeys(inner))
+        rest = [m for m in keep_modes if m != beta and m not in inner]
+        head = sorted(m for m in rest if m not in next_k)
+        tail = sorted(m for m in rest if m in next_k)
+        oo = tuple(head + tail + inner + [beta])
+        return xo, yo, oo
+
+    def best_plan(self, A: Tensor, B: Tensor, keep: set[str], next_info: NextInfo | None,
+                  lookahead: int = 3) -> Plan | None:
+        """The plan of a step: of the ``lookahead`` fastest (:meth:`scored_plans`), the one whose
+        cycles plus the best cycles of the consumer step reading its result (in the layout the
+        plan gives it, the consumer's other operand as it is now) are fewest."""
+        scored = self.scored_plans(A, B, keep, next_info)
+        if not scored:
+            return None
+        if next_info is None or lookahead <= 1:
+            return scored[0][1]
+        other_modes, nkeep, other = next_info
+        if other is None or other.name in (A.name, B.name):
+            other = Tensor("?other", tuple(sorted(other_modes)))
+        best = None
+        for score, plan in scored[:lookahead]:
+            t = Tensor("?out", tuple(plan.keep_modes))
+            t.layout = plan.lo
+            self.mem.onchip[t.name] = t
+            try:
+                nxt = self.scored_plans(t, other, set(nkeep) | {m for m in t.modes if m.startswith("_")},
+                                        None, tries=4)
+            finally:
+                del self.mem.onchip[t.name]
+            total = score + (nxt[0][0] if nxt else 10 * score)
+            if best is None or total < best[0]:
+                best = (total, plan)
+        return best[1]
+
+    def scored_plans(self, A: Tensor, B: Tensor, keep: set[str], next_info: NextInfo | None, tries: int = 6,
+                     max_tries: int = 24) -> list[tuple[int, Plan]]:
+        """Evaluate plans with :func:`gen.compiler.mapping.map_gemm_all`: ``[(cycles + re-layout
+        penalties, plan)]``, fastest first.
+
+        Plans are tried cheapest estimate first (and the unsplit fallback): at least ``tries`` of
+        them, then more while a plan's estimate (which assumes its grid split is realised) is
+        below half the best cycles found, up to ``max_tries``. Many equal estimates can be plans whose
+        split the bank rule does not allow (the mapping then falls back to a small grid), so
+        stopping after a fixed count could miss a slightly worse estimate that is realisable."""
+        plans, kmodes = self.candidates(A, B, keep, next_info)
+        dummies: dict[str, str] = {}
+        scored = []
+        seen = set()
+        first = plans[:tries] + [p for p in plans if p[5:8] == (None, None, None)][:1]
+        best = math.inf
+        for n, (est, X, Y, alpha, beta, gm_m, gn_m, gk_m, penalty) in enumerate(first + plans[tries:]):
+            if n >= len(first) and (2 * est >= best or n >= max_tries):
+                break
+            if alpha is None:
+                if X.name not in dummies:
+                    dummies[X.name] = self.dummy()
+                alpha = dummies[X.name]
+            if beta is None:
+                if Y.name not in dummies:
+                    dummies[Y.name] = self.dummy()
+                beta = dummies[Y.name]
+            keep_modes = [m for m in dict.fromkeys(X.modes + Y.modes) if m in keep] + \
+                [m for m in (alpha, beta) if m not in X.modes + Y.modes]
+            xo, yo, oo = self.orders(X, Y, alpha, beta, gm_m, gn_m, gk_m, kmodes, keep_modes, next_info)
+            fixed_x = X.name in self.mem.onchip and X.layout.lane == alpha
+            fixed_y = Y.name in self.mem.onchip and Y.layout.lane == beta
+            key = (X.name, alpha, beta, None if fixed_x else xo, None if fixed_y else yo, oo)
+            if key in seen:
+                continue
+            seen.add(key)
+            la = X.layout if fixed_x else Layout.make(xo, self.sizes, self.L, align=self.align)
+            lb = Y.layout if fixed_y else Layout.make(yo, self.sizes, self.L, align=self.align)
+            lo = Layout.make(oo, self.sizes, self.L, padded=(alpha,), align=self.align)
+            free, ks = self.loops(la, lb, lo, alpha, beta, keep_modes, kmodes)
+            try:
+                mappings = map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo)
+            except CompileError:
+                continue
+            best = min(best, mappings[0].cycles + penalty)
+            scored.append((mappings[0].cycles + penalty, len(scored),
+                           Plan(X, Y, alpha, beta, None if fixed_x else xo, None if fixed_y else yo, lo,
+                                keep_modes, kmodes, mappings)))
+        scored.sort(key=lambda c: c[:2])
+        return [(c[0], c[2]) for c in scored]
+
+    def loops(self, la: Layout, lb: Layout, lo: Layout, alpha: str, beta: str, keep_modes, kmodes):
+        """The loops of a step in the layouts of a plan: free (kept) modes and contracted ones."""
+        sizes = self.sizes
+        L = self.L
+        free: list[Lp] = []
+        ks: list[Lp] = []
+        for m in keep_modes:
+            if m == alpha:
+                free.append(Lp(m, lo.ext[lo.modes.index(m)] // L, la.stride(m), 0, L * lo.stride(m)))
+            elif m == beta:
+                free.append(Lp(m, lb.ext[-1] // L, 0, lb.stride(m), lo.stride(m)))
+            else:
+                free.append(Lp(m, sizes[m], la.stride(m), lb.stride(m), lo.stride(m)))
+        for m in kmodes:
+            ks.append(Lp(m, sizes[m], la.stride(m), lb.stride(m), 0))
+        return free, ks
+
+
+__all__ = ["Planner", "Plan", "Candidate", "NextInfo"]

@@ -1,0 +1,106 @@
+"""What the compiler produces: a :class:`Program` of accelerator runs and host operations.
+
+A :class:`Run` is one start of the accelerator on one ping-pong half: the host writes tensors
+(:class:`Write`), the program runs to HALT, the host reads tensors back (:class:`Read`). Between
+runs the host slices, concatenates and re-lays out tensors (``Program.host_ops``). Every compiled
+step leaves a :class:`StepRecord` (its roles, grid, instructions and estimated cycles).
+Executing a program is :mod:`gen.toolflow.execute`'s business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gen.compiler.layout import Layout
+from gen.design.isa import Instr, assemble
+from gen.errors import FettaError
+
+
+class CompileError(FettaError):
+    kind = "compile"
+
+
+@dataclass
+class Write:
+    """Host writes tensor ``name`` (host store) into ``addr`` with ``layout``."""
+
+    addr: int
+    name: str
+    layout: Layout
+
+
+@dataclass
+class Read:
+    """Host reads ``layout.rows`` rows at ``addr`` into host tensor ``name`` (axes ``layout.modes``)."""
+
+    addr: int
+    name: str
+    layout: Layout
+
+
+@dataclass
+class Run:
+    """One accelerator run: host writes, a program (ending in HALT), host reads after it."""
+
+    half: int
+    writes: list[Write] = field(default_factory=list)
+    program: list[Instr] = field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)
+
+    @property
+    def words(self) -> list[int]:
+        return assemble(self.program)
+
+
+@dataclass
+class StepRecord:
+    """One compiled pairwise step: operand and result modes, roles, grid, instructions, cost."""
+
+    network: str
+    step: int
+    lhs: tuple[str, ...]
+    rhs: tuple[str, ...]
+    out: tuple[str, ...]
+    roles: str
+    grid: tuple[int, int, int]
+    instrs: int
+    macs: int
+    est_cycles: int
+    out_layout: tuple[str, ...]
+
+
+@dataclass
+class Program:
+    """Everything the host does to run one phase: runs in order, and how to assemble results."""
+
+    runs: list[Run]
+    #: host-side operations between runs: (before run index, kind, args)
+    host_ops: list[tuple[int, str, tuple]]
+    #: target npz key -> list of (host tensor name, modes, result shape, output modes order)
+    results: dict[str, list[tuple[str, tuple[str, ...], tuple[int, ...], tuple[str, ...]]]]
+    sizes: dict[str, int]
+    macs: int
+    steps: list[StepRecord]
+    relayouts: int = 0
+    relayout_bytes: int = 0
+    relayout_cycles: int = 0
+    dram_bytes: int = 0
+    onchip_bytes: int = 0
+    padded_macs: int = 0
+    #: steps split into pieces (``Compiler.chunked``) and host slices written for them
+    chunked_steps: int = 0
+    chunk_slices: int = 0
+    paths: dict[str, list[list[int]]] = field(default_factory=dict)
+    reused: dict[str, list[str]] = field(default_factory=dict)
+    #: host-store inputs: npz key -> modes
+    input_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: host-store inputs: npz key -> (size, padded size) per axis of the npz array (``split_modes``)
+    input_pads: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+
+    @property
+    def est_cycles(self) -> int:
+        """The compiler's cycle estimate: instruction timing of every step plus host re-layouts."""
+        return sum(s.est_cycles for s in self.steps) + self.relayout_cycles
+
+
+__all__ = ["CompileError", "Write", "Read", "Run", "StepRecord", "Program"]
