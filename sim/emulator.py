@@ -241,17 +241,4 @@ def _signed(bits: np.ndarray, width: int) -> np.ndarray:
     return v
 
 
-def program_cycles(words, config: FettaConfig) -> int:
-    """Cycles of a program that runs to HALT without errors (no state needed)."""
-    geo = Geometry.of(config)
-    cycles = START_CYCLES
-    for w in words:
-        ins = decode(int(w))
-        cycles += OVERHEAD
-        if ins.opcode == Opcode.HALT:
-            return cycles
-        cycles += exec_cycles(ins, geo)
-    raise ValueError("program has no HALT")
-
-
-__all__ = ["Emulator", "RunResult", "program_cycles", "START_CYCLES"]
+__all__ = ["Emulator", "RunResult"]

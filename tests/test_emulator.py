@@ -24,7 +24,8 @@ from gen.compiler.gemm import plan_gemm
 from gen.toolflow.execute import run_emulator
 from gen.design.isa import ErrorCode, Geometry, Instr, gemm, halt, load, store
 from sim import bf16 as fp
-from sim.emulator import Emulator, program_cycles
+from gen.design.timing import program_cycles
+from sim.emulator import Emulator
 
 CFG = FettaConfig()
 GRIDS = [(1, 1, 16), (4, 4, 1), (2, 2, 4), (16, 1, 1), (1, 16, 1), (2, 1, 2), (1, 1, 1)]

@@ -44,7 +44,7 @@ class Compiler:
         self.host_ops: list[tuple[int, str, tuple]] = []
         self.sizes: dict[str, int] = {}
         self.steps: list[StepRecord] = []
-        self.stats = dict(relayouts=0, relayout_bytes=0, relayout_cycles=0, dram_bytes=0, onchip_bytes=0,
+        self.stats = dict(relayouts=0, relayout_bytes=0, dram_bytes=0, onchip_bytes=0,
                           padded_macs=0, macs=0, chunked_steps=0, chunk_slices=0)
         self.dummies = 0
         self.registry: dict[str, Tensor] = {}
@@ -106,7 +106,6 @@ class Compiler:
             self.stats["relayouts"] += 1
             nbytes = 2 * t.layout.rows * self.L * self.elem_bytes
             self.stats["relayout_bytes"] += nbytes
-            self.stats["relayout_cycles"] += 2 * -(-t.layout.rows // self.geo.banks)
             self.host_ops.append((len(self.mem.runs) - 1, "relayout", (t.name,)))
         if lane not in t.modes:
             t.modes = t.modes + (lane,)
@@ -254,7 +253,7 @@ class Compiler:
         st = self.stats
         return Program(self.mem.runs, self.host_ops, kw.pop("results"), dict(self.sizes), st["macs"], self.steps,
                        relayouts=st["relayouts"], relayout_bytes=st["relayout_bytes"],
-                       relayout_cycles=st["relayout_cycles"], dram_bytes=st["dram_bytes"],
+                       dram_bytes=st["dram_bytes"],
                        onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"],
                        chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"], **kw)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gen.design.config import FettaConfig, check_accelerator
+from gen.design.timing import RunTiming, Timeline, dram_bytes_per_cycle, program_cycles, timeline
 from gen.errors import FettaError
 from gen.design.isa import (OVERHEAD, START_CYCLES, ErrorCode, Geometry, Instr, assemble, check, gemm, halt,
                           os_gemm_cycles)
@@ -83,6 +84,16 @@ class GemmPlan:
     def macs(self) -> int:
         """Useful MACs (no padding)."""
         return self.M * self.N * self.K
+
+    def timeline(self, config: FettaConfig) -> Timeline:
+        """End-to-end timing of the passes, DRAM transfers of operands and results included
+        (:mod:`gen.design.timing`; compute cycles are the passes' static program timing, which the
+        emulator and the RTL reproduce)."""
+        row_bytes = config.lanes * config.elem_bits // 8
+        runs = [RunTiming(p.half, sum(len(rows) for _, rows in p.writes) * row_bytes,
+                          program_cycles(p.words, config), sum(n for _, n in read_y_rows(p)) * row_bytes)
+                for p in self.passes]
+        return timeline(runs, dram_bytes_per_cycle(config))
 
 
 def _grids(E: int):

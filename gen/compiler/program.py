@@ -10,9 +10,12 @@ Executing a program is :mod:`gen.toolflow.execute`'s business.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from gen.compiler.layout import Layout
+from gen.design.config import FettaConfig
 from gen.design.isa import Instr, assemble
+from gen.design.timing import RunTiming, Timeline, dram_bytes_per_cycle, program_cycles, timeline
 from gen.errors import FettaError
 
 
@@ -83,7 +86,6 @@ class Program:
     steps: list[StepRecord]
     relayouts: int = 0
     relayout_bytes: int = 0
-    relayout_cycles: int = 0
     dram_bytes: int = 0
     onchip_bytes: int = 0
     padded_macs: int = 0
@@ -99,8 +101,24 @@ class Program:
 
     @property
     def est_cycles(self) -> int:
-        """The compiler's cycle estimate: instruction timing of every step plus host re-layouts."""
-        return sum(s.est_cycles for s in self.steps) + self.relayout_cycles
+        """The compiler's estimate of the compute cycles: instruction timing of every step."""
+        return sum(s.est_cycles for s in self.steps)
+
+    def run_timings(self, config: FettaConfig, compute: Sequence[int] | None = None) -> list[RunTiming]:
+        """What :func:`gen.design.timing.timeline` needs of every run: its half, the DRAM bytes of its
+        writes and reads, and its compute cycles (``compute``: measured ones, e.g. the emulator's;
+        default :func:`gen.design.timing.program_cycles` of its instructions)."""
+        row_bytes = config.lanes * config.elem_bits // 8
+        out = []
+        for i, run in enumerate(self.runs):
+            cycles = program_cycles(run.words, config) if compute is None else compute[i]
+            out.append(RunTiming(run.half, sum(w.layout.rows for w in run.writes) * row_bytes, cycles,
+                                 sum(r.layout.rows for r in run.reads) * row_bytes))
+        return out
+
+    def timeline(self, config: FettaConfig, compute: Sequence[int] | None = None) -> Timeline:
+        """End-to-end timing of the program, DRAM transfers included (:mod:`gen.design.timing`)."""
+        return timeline(self.run_timings(config, compute), dram_bytes_per_cycle(config))
 
 
 __all__ = ["CompileError", "Write", "Read", "Run", "StepRecord", "Program"]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from gen.design.config import FettaConfig
+from gen.design.isa import OVERHEAD, START_CYCLES, Geometry, Opcode, decode, exec_cycles
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,21 @@ class Timeline:
     @property
     def dram_stall_cycles(self) -> int:
         return self.cycles - self.compute_cycles
+
+
+def program_cycles(words, config: FettaConfig) -> int:
+    """Compute cycles of a program (instruction words) that runs to HALT without errors: the
+    emulator's count (``START_CYCLES``, then ``OVERHEAD`` plus :func:`gen.design.isa.exec_cycles`
+    per instruction), known before running since no instruction's timing depends on data."""
+    geo = Geometry.of(config)
+    cycles = START_CYCLES
+    for w in words:
+        ins = decode(int(w))
+        cycles += OVERHEAD
+        if ins.opcode == Opcode.HALT:
+            return cycles
+        cycles += exec_cycles(ins, geo)
+    raise ValueError("program has no HALT")
 
 
 def dram_bytes_per_cycle(config: FettaConfig) -> float:
@@ -94,4 +110,4 @@ def timeline(runs: Sequence[RunTiming], bytes_per_cycle: float) -> Timeline:
                     dram_bytes=sum(x.write_bytes + x.read_bytes for x in runs))
 
 
-__all__ = ["RunTiming", "Timeline", "dram_bytes_per_cycle", "transfer_cycles", "timeline"]
+__all__ = ["RunTiming", "Timeline", "program_cycles", "dram_bytes_per_cycle", "transfer_cycles", "timeline"]

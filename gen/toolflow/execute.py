@@ -18,6 +18,7 @@ from gen.compiler import Program
 from gen.compiler.gemm import GemmPlan, assemble_y, read_y_rows
 from gen.design.config import FettaConfig
 from gen.design.isa import ErrorCode
+from gen.design.timing import Timeline
 from gen.errors import FettaError
 from sim.rtl import run_jobs_rtl, run_plan_rtl
 from sim.emulator import Emulator
@@ -29,13 +30,29 @@ class ExecutionError(FettaError):
 
 @dataclass
 class Execution:
+    """A program executed on the emulator: results, timing, and what the RTL must reproduce."""
+
     results: dict[str, np.ndarray]
-    cycles: int
+    #: end-to-end timing: the emulator's compute cycles per run, DRAM transfers by :mod:`gen.design.timing`
+    timeline: Timeline
     tcu_macs: int
     runs: int
     #: per run: (cycles, rows read as bit patterns) - what the RTL must reproduce
     trace: list[tuple[int, list[np.ndarray]]]
     jobs: list[dict]
+
+    @property
+    def cycles(self) -> int:
+        """End-to-end cycles (compute and the DRAM stalls it could not hide)."""
+        return self.timeline.cycles
+
+    @property
+    def compute_cycles(self) -> int:
+        return self.timeline.compute_cycles
+
+    @property
+    def dram_stall_cycles(self) -> int:
+        return self.timeline.dram_stall_cycles
 
 
 def _host_ops(ops, store, sizes) -> None:
@@ -72,7 +89,7 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
         store[name] = (arr.reshape([sizes[m] for m in modes]), modes)
     jobs = []
     trace = []
-    cycles = tcu = 0
+    tcu = 0
     ops_after: dict[int, list] = {}
     for r, kind, args in prog.host_ops:
         ops_after.setdefault(r, []).append((kind, args))
@@ -89,7 +106,6 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
         r = emu.run(half=run.half)
         if r.error != ErrorCode.NONE:
             raise ExecutionError(f"run {ri} stopped with {r.error.name} at pc {r.pc}", field="program")
-        cycles += r.cycles
         tcu += r.macs
         reads = []
         for rd in run.reads:
@@ -116,10 +132,10 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
             arr = arr.reshape([p for _, p in crop])[tuple(slice(0, s) for s, _ in crop)].reshape(shape)
             total = arr if total is None else total + arr
         results[target] = total
-    return Execution(results, cycles + prog.relayout_cycles, tcu, len(prog.runs), trace, jobs)
-
-
-
+    measured = [c for c, _ in trace]
+    if measured != [t.compute_cycles for t in prog.run_timings(config)]:
+        raise ExecutionError("emulator cycles differ from the static program timing", field="program")
+    return Execution(results, prog.timeline(config, measured), tcu, len(prog.runs), trace, jobs)
 
 
 def rtl_check(ex: Execution, config: FettaConfig, sim: str) -> bool:
