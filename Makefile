@@ -80,9 +80,11 @@ FPGA_ARGS  ?=
 GRID       ?= sweeps/default.toml
 SWEEP_OUT  ?= build/sweep
 synth: venv
+	@mkdir -p build/synth
 	$(SIMENV) $(PY) -m gen synth -j $(JOBS) $(SYNTH_ARGS) -o build/synth/table3.md
 
 fpga: venv
+	@mkdir -p build/synth
 	$(SIMENV) $(PY) -m gen synth --top $(FPGA_TOP) --fpga-only $(FPGA_ARGS) -o build/synth/fpga_$(FPGA_TOP).md
 
 sweep: venv

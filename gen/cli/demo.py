@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from gen.design.config import load_config
+from gen.errors import ConfigError, read_text_file
 from gen.toolflow.demo import run_demo
+from gen.workload.spec import load_spec
 
 HELP = "the main job: elaborate the default accelerator, check the golden model, run a layer on the RTL"
 
@@ -17,4 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    # the demo elaborates for a minute before it reads these: check them first
+    read_text_file(args.config, field="--config", error=ConfigError)
+    load_config(args.config)
+    load_spec(args.spec)
     return run_demo(args.sim, args.config, args.spec, args.phase)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, print_json
+from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, positive_int, print_json
 from gen.model.arch import ARCHS
 from gen.search import model_phase
 from gen.search import search
@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", default="fetta", choices=ARCHS, help="architecture (default fetta)")
     p.add_argument("--metric", default="flops", choices=("flops", "latency", "energy", "edp"),
                    help="how the contraction paths are chosen (CSSE; default: the MAC optimum)")
-    p.add_argument("--top-k", type=int, default=8, metavar="K", help="stage-1 candidates for --metric")
+    p.add_argument("--top-k", type=positive_int, default=8, metavar="K", help="stage-1 candidates for --metric")
     p.add_argument("--steps", action="store_true", help="include the per-step mappings in the JSON")
     add_config_arguments(p)
     add_json_argument(p)

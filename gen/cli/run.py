@@ -9,6 +9,10 @@ tucker``) go through :mod:`gen.compiler` (pairwise contractions along the CSSE's
 paths, see ``docs/compiler.md``); on ``icarus``/``verilator`` the compiled runs are executed on
 the emulator and on the RTL, and every row read back and every run's cycle count must agree
 bit for bit (else exit 1).
+
+``--inputs F.npz`` takes the inputs (``X``, ``dY``, ``core_k``; INTERFACES section 2 keys) from a file
+(:func:`sim.golden.read_inputs` checks keys, shapes, dtypes and bfloat16-exact values); keys it lacks are
+drawn from ``--seed`` exactly as without it, so a golden npz of seed S read back gives the run of seed S.
 """
 
 from __future__ import annotations
@@ -18,20 +22,26 @@ import time
 
 import numpy as np
 
-from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, print_json
+from gen.cli.common import (add_config_arguments, add_json_argument, add_max_elements_argument, add_seed_argument,
+                            config_from_args, output_file, print_json)
 from gen.errors import ConfigError
 from gen.toolflow.run import PHASES, SIMS, max_rel_err, phases_of, run_compiled_layer, run_dense
 from gen.workload.spec import load_spec
-from sim.golden import compute, random_inputs, write_npz
+from sim.golden import check_size, compute, random_inputs, read_inputs, write_npz
 
 HELP = "compile and execute a layer (any format, fp/bp/wg/train) on the simulated accelerator"
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", required=True, metavar="S.json", help="layer spec (INTERFACES section 1)")
     p.add_argument("--phase", default="fp", choices=(*PHASES, "train"), help="training phase (default fp)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    add_seed_argument(p)
+    p.add_argument("--inputs", metavar="F.npz",
+                   help="take X, dY, core_k from this npz (INTERFACES section 2 keys, float32 bfloat16-exact "
+                        "values); keys it lacks are drawn from --seed")
     p.add_argument("--sim", default="emulator", choices=SIMS, help="execution engine (default emulator)")
-    p.add_argument("--out", metavar="F.npz", help="write inputs and results (INTERFACES section 2)")
+    p.add_argument("--out", metavar="F.npz", help="write inputs and results (INTERFACES section 2; folder must exist)")
+    add_max_elements_argument(p)
     add_config_arguments(p)
     add_json_argument(p)
 
@@ -41,17 +51,22 @@ def main(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if config.datatype != "bf16":
         raise ConfigError("fetta run drives bf16 layers; int16 is for dataflow bring-up", field="datatype")
-    inputs = random_inputs(spec, args.seed)
-    if spec.format != "dense":
-        return run_compiled(args, spec, config, inputs)
+    output_file(args.out)
     phases = phases_of(args.phase)
+    check_size(spec, args.max_elements, phases)
+    given = read_inputs(args.inputs, spec) if args.inputs is not None else {}
+    inputs = {**random_inputs(spec, args.seed), **given}
+    source = {"file": args.inputs, "keys": sorted(given), "seed": args.seed}
+    if spec.format != "dense":
+        return run_compiled(args, spec, config, inputs, source)
     golden = compute(spec, inputs, phases=phases)
     t0 = time.perf_counter()
     r = run_dense(config, inputs, phases, args.sim, show_progress=not args.json)
     seconds = time.perf_counter() - t0
     if args.out:
         write_npz(args.out, {**inputs, **r["results"]}, spec)
-    result = {"spec": spec.name, "phase": args.phase, "sim": args.sim, "cycles": r["cycles"], "macs": r["macs"],
+    result = {"spec": spec.name, "phase": args.phase, "sim": args.sim, "inputs": source,
+              "cycles": r["cycles"], "macs": r["macs"],
               "utilization": r["macs"] / (r["cycles"] * config.macs), "max_rel_err": max_rel_err(r["results"], golden),
               "tcu_macs": r["tcu_macs"], "passes": r["passes"], "grids": r["grids"],
               "seconds": round(seconds, 3)}
@@ -63,8 +78,9 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_compiled(args, spec, config, inputs) -> int:
-    """Tensorized formats: :func:`run_compiled_layer`, JSON / npz output."""
+def run_compiled(args, spec, config, inputs, source: dict) -> int:
+    """Tensorized formats: :func:`run_compiled_layer`, JSON / npz output; ``source`` says where the inputs
+    came from (``file`` and its ``keys``, ``seed`` for the rest)."""
     t0 = time.perf_counter()
     prog, ex, rtl = run_compiled_layer(spec, args.phase, config, inputs, args.sim, show_progress=not args.json)
     golden = compute(spec, inputs, phases=phases_of(args.phase))
@@ -74,11 +90,13 @@ def run_compiled(args, spec, config, inputs) -> int:
         out.update({k: v.astype(np.float32) for k, v in ex.results.items()})
         write_npz(args.out, out, spec)
     result = {"spec": spec.name, "format": spec.format, "phase": args.phase, "sim": args.sim,
-              "cycles": ex.cycles, "macs": prog.macs, "utilization": prog.macs / (ex.cycles * config.macs),
+              "inputs": source, "cycles": ex.cycles, "macs": prog.macs,
+              "utilization": prog.macs / (ex.cycles * config.macs),
               "max_rel_err": max_rel_err(ex.results, golden), "tcu_macs": ex.tcu_macs, "runs": len(prog.runs),
               "instructions": sum(len(r.program) for r in prog.runs),
               "relayouts": prog.relayouts, "relayout_bytes": prog.relayout_bytes,
-              "relayout_cycles": prog.relayout_cycles, "onchip_bytes": prog.onchip_bytes,
+              "compute_cycles": ex.compute_cycles, "dram_stall_cycles": ex.dram_stall_cycles,
+              "onchip_bytes": prog.onchip_bytes,
               "dram_bytes": prog.dram_bytes, "paths": prog.paths, "reused": prog.reused,
               "seconds": round(seconds, 3)}
     if rtl is not None:
@@ -90,3 +108,4 @@ def run_compiled(args, spec, config, inputs) -> int:
               f"{result['utilization']:.1%}, max rel. error {result['max_rel_err']:.2e}, "
               f"{prog.relayouts} re-layouts ({seconds:.1f} s)")
     return 0
+

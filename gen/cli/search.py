@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, print_json
+from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, positive_int, print_json
 from gen.progress import interactive
-from gen.search import SearchError, search, training_aware
+from gen.search import search, training_aware
 from gen.workload.spec import load_spec
 from gen.model.arch import get_arch
 
@@ -18,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--phase", required=True, choices=("fp", "bp", "wg", "train"), help="training phase")
     p.add_argument("--metric", default="flops", choices=("flops", "latency", "energy", "edp"),
                    help="flops: the MAC optimum (stage 1); otherwise stage 2 ranks the top-K by the model")
-    p.add_argument("--top-k", type=int, default=8, metavar="K", help="stage-1 candidates per network (default 8)")
+    p.add_argument("--top-k", type=positive_int, default=8, metavar="K",
+                   help="stage-1 candidates per network (default 8)")
     p.add_argument("--arch", default="fetta", help="architecture the stage-2 model evaluates (default fetta)")
     p.add_argument("--training-aware", action="store_true",
                    help="also choose FP/BP orders jointly with WG (reuse of saved intermediates)")
@@ -28,8 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    if args.top_k < 1:
-        raise SearchError(f"must be >= 1, got {args.top_k}", field="--top-k")
     config = config_from_args(args)
 
     get_arch(args.arch, config)  # validate early

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from pathlib import Path
 
-from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, print_json
+from gen.cli.common import (add_config_arguments, add_json_argument, config_from_args, output_file, positive_float,
+                            positive_int, print_json, write_text_atomic)
 from gen.toolflow.synth import synth_block
 import hdl
 from gen.errors import ConfigError, FettaError
@@ -29,10 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-whole", action="store_true",
                    help="Table III from the blocks only: skip the whole accelerator (only a cross-check of the "
                         "sum of the rows once `controller` gives the Others row)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="limit of one tool run (seconds)")
-    p.add_argument("-j", "--jobs", type=int, default=2, help="blocks synthesized in parallel (default 2)")
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="limit of one tool run (seconds)")
+    p.add_argument("-j", "--jobs", type=positive_int, default=2, help="blocks synthesized in parallel (default 2)")
     p.add_argument("--no-cache", action="store_true", help="redo runs even if an identical one is cached")
-    p.add_argument("-o", "--out", metavar="REPORT.md", help="also write the report as Markdown")
+    p.add_argument("-o", "--out", metavar="REPORT.md", help="also write the report as Markdown (folder must exist)")
     add_json_argument(p)
 
 
@@ -42,11 +42,10 @@ def _one(name: str, config, timeout, cache):
 
 def main(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    output_file(args.out)
     find_yosys()  # fail early with the fix when Yosys is missing
     cache = not args.no_cache
     say = (lambda *a: print(*a, file=sys.stderr)) if not args.json else (lambda *a: None)
-    if args.jobs < 1:
-        raise ConfigError(f"must be >= 1, got {args.jobs}", field="--jobs")
     if args.top is not None:
         if args.top not in hdl.TOPS:
             hdl.build_top(args.top, config)  # raises the one-line "unknown block" error
@@ -72,8 +71,7 @@ def main(args: argparse.Namespace) -> int:
             text = "\n".join(lines)
             print(text)
             if args.out:
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                Path(args.out).write_text(text + "\n")
+                write_text_atomic(args.out, text + "\n")
         return 0
 
     # Table III report over every registered block standing for a row, plus the whole accelerator
@@ -119,6 +117,5 @@ def main(args: argparse.Namespace) -> int:
             text += "\n\nFailed: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
         print(text)
         if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(text + "\n")
+            write_text_atomic(args.out, text + "\n")
     return 1 if errors and not results else 0

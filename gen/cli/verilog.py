@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
-from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, print_json
+from gen.cli.common import (add_config_arguments, add_json_argument, config_from_args, output_file, print_json,
+                            write_text_atomic)
 import hdl
-from gen.errors import ConfigError
+from gen.errors import UsageError
 
 HELP = "elaborate the accelerator (or --top BLOCK) to Verilog"
 
@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p)
     p.add_argument("--top", default=None, metavar="BLOCK",
                    help="block to emit (see --list); default: the whole accelerator")
-    p.add_argument("-o", "--out", metavar="OUT.v", help="output Verilog file")
+    p.add_argument("-o", "--out", metavar="OUT.v", help="output Verilog file (its folder must exist)")
     p.add_argument("--list", action="store_true", help="list the blocks that can be emitted")
     add_json_argument(p)
 
@@ -30,16 +30,15 @@ def main(args: argparse.Namespace) -> int:
             for name, where in hdl.TOPS.items():
                 print(f"{name:12s} {where}")
         return 0
-    if not args.out:
-        raise ConfigError("an output file is required (-o OUT.v)", field="--out")
+    if args.out is None:
+        raise UsageError("an output file is required (-o OUT.v)", field="--out")
     config = config_from_args(args)
+    out = output_file(args.out)
     top = args.top or hdl.DEFAULT_TOP
     t0 = time.perf_counter()
     text = hdl.to_verilog(top, config)
     seconds = time.perf_counter() - t0
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    write_text_atomic(out, text)
     info = {"top": top, "module": hdl.module_name(top), "out": str(out), "lines": text.count("\n"),
             "seconds": round(seconds, 3), "config": config.to_dict()}
     if args.json:

@@ -13,7 +13,11 @@ block). ``bt`` takes an extra field ``blocks`` (default 1).
 Optional fields: ``name`` (default ``"layer"``), ``blocks`` (``bt``),
 ``in_features`` / ``out_features`` (checked against the mode products).
 
-:func:`parse_spec` raises :class:`gen.errors.SpecError` naming the first bad field.
+:func:`parse_spec` raises :class:`gen.errors.SpecError` naming the first bad field. Besides the
+rules of ``shared/INTERFACES.md`` it bounds the counts and sizes (``MAX_MODES``, ``MAX_BLOCKS``,
+``MAX_RANK``, ``MAX_BATCH``, ``MAX_FEATURES``, see ``docs/errors.md``) so that no later stage builds
+billions of core shapes or overflows; :meth:`LayerSpec.check_elements` bounds the memory that the
+tensors of a layer take before anything is allocated.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gen.errors import SpecError
+from gen.errors import SpecError, read_text_file
 
 FORMATS = ("dense", "tt", "tr", "ttm", "ht", "bt", "tucker")
 #: formats whose ``ranks`` may be a list
@@ -32,21 +36,53 @@ LIST_RANK_FORMATS = ("tt", "tr", "ttm")
 KNOWN_FIELDS = ("name", "format", "in_modes", "out_modes", "ranks", "batch", "blocks",
                 "in_features", "out_features")
 
+# --- sanity bounds (docs/errors.md) ------------------------------------------------
+#: modes of a layer, ``len(in_modes) + len(out_modes)`` (the exact search handles networks of at most
+#: 22 inputs; the golden model's einsum at most 52 modes per step)
+MAX_MODES = 32
+#: block terms of a ``bt`` layer (each term is a network of its own: 64 take seconds to search)
+MAX_BLOCKS = 64
+#: any one rank
+MAX_RANK = 1 << 16
+#: rows of ``X``
+MAX_BATCH = 1 << 24
+#: ``I = prod(in_modes)`` and ``O = prod(out_modes)`` (beyond, MAC counts leave float64's exact range)
+MAX_FEATURES = 1 << 32
+#: default bound on the elements of all the tensors ``fetta golden`` / ``fetta run`` hold
+#: (inputs, results and every intermediate of the golden model): 2**27, 1 GiB of float64;
+#: ``--max-elements N`` changes it
+DEFAULT_MAX_ELEMENTS = 1 << 27
 
-def _positive_int(value: Any, field: str) -> int:
+
+def _positive_int(value: Any, field: str, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"must be a positive integer, got {value!r}", field=field)
+        raise SpecError(f"must be a positive integer, got {_short(value)}", field=field)
     if value < 1:
         raise SpecError(f"must be a positive integer, got {value!r}", field=field)
+    if maximum is not None and value > maximum:
+        raise SpecError(f"must be at most {maximum}, got {_short(value)}", field=field)
     return value
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a bad value, cut to one readable piece."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:40] + f"... ({len(text)} characters)"
 
 
 def _modes(value: Any, field: str) -> tuple[int, ...]:
     if not isinstance(value, list) or not value:
-        raise SpecError(f"must be a non-empty list of positive integers, got {value!r}", field=field)
+        raise SpecError(f"must be a non-empty list of positive integers, got {_short(value)}", field=field)
+    if len(value) > MAX_MODES:
+        raise SpecError(f"at most {MAX_MODES} modes, got {len(value)}", field=field)
     for i, m in enumerate(value):
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            raise SpecError(f"entry {i} must be a positive integer, got {m!r}", field=field)
+            raise SpecError(f"entry {i} must be a positive integer, got {_short(m)}", field=field)
+        if m > MAX_FEATURES:
+            raise SpecError(f"entry {i} must be at most {MAX_FEATURES}, got {_short(m)}", field=field)
+    if math.prod(value) > MAX_FEATURES:
+        raise SpecError(f"the product of the modes must be at most {MAX_FEATURES} (2**32), "
+                        f"got {math.prod(value)}", field=field)
     return tuple(value)
 
 
@@ -177,6 +213,47 @@ class LayerSpec:
         """Number of weight parameters stored in the cores."""
         return sum(math.prod(s) for s in self.core_shapes())
 
+    def tensor_elements(self) -> dict[str, int]:
+        """Elements of every tensor of the npz (INTERFACES section 2): inputs and results."""
+        out = {"X": self.batch * self.I, "dY": self.batch * self.O, "Y": self.batch * self.O,
+               "dX": self.batch * self.I}
+        for k, shape in enumerate(self.core_shapes()):
+            out[f"core_{k}"] = out[f"dcore_{k}"] = math.prod(shape)
+        return out
+
+    def check_elements(self, limit: int, option: str = "--max-elements") -> None:
+        """Raise :class:`SpecError` naming the field to blame when the tensors of the layer hold more than
+        ``limit`` elements together (checked before anything is allocated)."""
+        sizes = self.tensor_elements()
+        total = sum(sizes.values())
+        if total <= limit:
+            return
+        key = max(sizes, key=sizes.get)
+        raise SpecError(f"the layer's inputs and results hold {total} elements (largest: {key}, "
+                        f"{list(self._shape_of(key))}), more than the limit {limit} ({option} raises it)",
+                        field=self._blame(key))
+
+    def _shape_of(self, key: str) -> tuple[int, ...]:
+        if key in ("X", "dX"):
+            return (self.batch, self.I)
+        if key in ("Y", "dY"):
+            return (self.batch, self.O)
+        return self.core_shapes()[int(key.rsplit("_", 1)[1])]
+
+    def _blame(self, key: str) -> str:
+        """The spec field that makes tensor ``key`` large."""
+        if key in ("X", "dX", "Y", "dY"):
+            features = self.I if key in ("X", "dX") else self.O
+            return "batch" if self.batch > features else ("in_modes" if key in ("X", "dX") else "out_modes")
+        if self.format == "dense":
+            return "in_modes" if self.I >= self.O else "out_modes"
+        if self.format == "bt" and self.blocks > 1 and self.blocks * self.rank > max(self.modes):
+            return "blocks"
+        big = max(self.modes)
+        if math.prod(self._shape_of(key)) > big ** 2:
+            return "ranks"
+        return "in_modes" if big in self.in_modes else "out_modes"
+
     def to_json(self) -> str:
         d: dict[str, Any] = {"name": self.name, "format": self.format,
                              "in_modes": list(self.in_modes), "out_modes": list(self.out_modes),
@@ -194,8 +271,12 @@ def parse_spec(data: dict[str, Any] | str) -> LayerSpec:
             data = json.loads(data)
         except json.JSONDecodeError as exc:
             raise SpecError(f"not valid JSON: {exc}", field="<json>") from None
+        except RecursionError:
+            raise SpecError("not a spec: JSON nested too deeply", field="<json>") from None
+        except ValueError:  # int() of more than sys.get_int_max_str_digits() digits
+            raise SpecError("not a spec: a number with thousands of digits", field="<json>") from None
     if not isinstance(data, dict):
-        raise SpecError("a spec must be a JSON object", field="<json>")
+        raise SpecError(f"a spec must be a JSON object, got {type(data).__name__}", field="<json>")
     for key in data:
         if key not in KNOWN_FIELDS:
             raise SpecError(f"unknown field (known: {', '.join(KNOWN_FIELDS)})", field=key)
@@ -204,16 +285,19 @@ def parse_spec(data: dict[str, Any] | str) -> LayerSpec:
             raise SpecError("missing", field=key)
     name = data.get("name", "layer")
     if not isinstance(name, str):
-        raise SpecError(f"must be a string, got {name!r}", field="name")
+        raise SpecError(f"must be a string, got {_short(name)}", field="name")
     fmt = data["format"]
-    if fmt not in FORMATS:
-        raise SpecError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})", field="format")
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise SpecError(f"unknown format {_short(fmt)} (known: {', '.join(FORMATS)})", field="format")
     in_modes = _modes(data["in_modes"], "in_modes")
     out_modes = _modes(data["out_modes"], "out_modes")
-    batch = _positive_int(data["batch"], "batch")
+    if len(in_modes) + len(out_modes) > MAX_MODES:
+        raise SpecError(f"in_modes and out_modes together may have at most {MAX_MODES} modes, got "
+                        f"{len(in_modes)} + {len(out_modes)}", field="out_modes")
+    batch = _positive_int(data["batch"], "batch", MAX_BATCH)
     for key, modes in (("in_features", in_modes), ("out_features", out_modes)):
         if key in data:
-            value = _positive_int(data[key], key)
+            value = _positive_int(data[key], key, MAX_FEATURES)
             if value != math.prod(modes):
                 raise SpecError(f"mode product mismatch: prod({list(modes)}) = {math.prod(modes)} != {value}",
                                 field=key)
@@ -224,13 +308,13 @@ def parse_spec(data: dict[str, Any] | str) -> LayerSpec:
     if "blocks" in data:
         if fmt != "bt":
             raise SpecError(f"only the bt format takes blocks (format is {fmt!r})", field="blocks")
-        blocks = _positive_int(data["blocks"], "blocks")
+        blocks = _positive_int(data["blocks"], "blocks", MAX_BLOCKS)
     if fmt == "dense":
         ranks: int | tuple[int, ...] = 1
         if "ranks" in data:
             r = data["ranks"]
             if not (isinstance(r, int) and not isinstance(r, bool) and r >= 1):
-                raise SpecError(f"dense takes no ranks (or a positive integer, ignored), got {r!r}",
+                raise SpecError(f"dense takes no ranks (or a positive integer, ignored), got {_short(r)}",
                                 field="ranks")
     else:
         if "ranks" not in data:
@@ -248,10 +332,12 @@ def parse_spec(data: dict[str, Any] | str) -> LayerSpec:
                                 f"got {len(r)}", field="ranks")
             for i, x in enumerate(r):
                 if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-                    raise SpecError(f"entry {i} must be a positive integer, got {x!r}", field="ranks")
+                    raise SpecError(f"entry {i} must be a positive integer, got {_short(x)}", field="ranks")
+                if x > MAX_RANK:
+                    raise SpecError(f"entry {i} must be at most {MAX_RANK}, got {_short(x)}", field="ranks")
             ranks = tuple(r)
         else:
-            ranks = _positive_int(r, "ranks")
+            ranks = _positive_int(r, "ranks", MAX_RANK)
     if fmt == "tucker":
         blocks = 1
     return LayerSpec(name=name, format=fmt, in_modes=in_modes, out_modes=out_modes,
@@ -260,12 +346,8 @@ def parse_spec(data: dict[str, Any] | str) -> LayerSpec:
 
 def load_spec(path: str | Path) -> LayerSpec:
     """Read and validate a spec JSON file."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise SpecError(f"file not found: {path}", field="--spec") from None
-    return parse_spec(text)
+    return parse_spec(read_text_file(path, field="--spec", error=SpecError))
 
 
-__all__ = ["FORMATS", "LayerSpec", "HTNode", "parse_spec", "load_spec"]
+__all__ = ["FORMATS", "LayerSpec", "HTNode", "parse_spec", "load_spec", "MAX_MODES", "MAX_BLOCKS", "MAX_RANK",
+           "MAX_BATCH", "MAX_FEATURES", "DEFAULT_MAX_ELEMENTS"]
