@@ -9,12 +9,21 @@ import sys
 
 import pytest
 
-from gen.model.arch import ARCHS
+from pathlib import Path
+
+from gen.cli import main as fetta_main
+from gen.compiler import compile_layer
+from gen.compiler.estimate import model_compiled
 from gen.design.config import FettaConfig
+from gen.model.arch import ARCHS
+from gen.toolflow.execute import execute
+from sim.golden import random_inputs
 from gen.model import ENERGY_PJ, gemm_of, map_step, model_network
 from gen.search import model_phase
 from gen.workload.network import Network, Operand, path_steps, phase_networks
 from gen.workload.spec import load_spec, parse_spec
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CFG = FettaConfig()
 
@@ -121,7 +130,12 @@ def test_cli_model_json(arch):
     from gen.search import search_network
 
     spec = load_spec("benchmarks/layers/atis_tt.json")
-    assert out["macs"] == sum(search_network(n, 1)[0].macs for n in phase_networks(spec, "train"))
+    if arch == "fetta":    # the compiled program: train reuses FP / BP intermediates in WG
+        assert out["timing"] == "compiled"
+        assert out["macs"] == compile_layer(spec, "train", FettaConfig()).macs
+    else:
+        assert out["timing"] == "analytical"
+        assert out["macs"] == sum(search_network(n, 1)[0].macs for n in phase_networks(spec, "train"))
 
 
 def test_cli_model_bad_config_field():
@@ -139,3 +153,25 @@ def test_narrow_integer_elements_occupy_whole_bytes():
     narrow = model_phase(spec, "fp", FettaConfig(datatype="int16", int_width=4, int_acc_width=16))
     wide = model_phase(spec, "fp", FettaConfig(datatype="int16", int_width=8, int_acc_width=16))
     assert narrow.cycles == wide.cycles and narrow.cycles > 0
+
+
+@pytest.mark.parametrize("name,phase", [("atis_tt", "fp"), ("atis_tt", "train"), ("ht", "bp"), ("tucker", "fp"),
+                                        ("tr13", "wg")])
+def test_fetta_model_is_the_compiled_program(name, phase):
+    """`fetta model --arch fetta` reports the cycles the emulator counts for the compiled program (no second
+    formula), and the DRAM bytes the program moves."""
+    cfg = FettaConfig()
+    spec = load_spec(ROOT / "examples" / f"{name}.json")
+    m = model_compiled(spec, phase, cfg)
+    ex = execute(compile_layer(spec, phase, cfg), random_inputs(spec, 0), cfg)
+    assert (m.cycles, m.compute_cycles, m.dram_stall_cycles) == (ex.cycles, ex.compute_cycles, ex.dram_stall_cycles)
+    assert m.dram_bytes == ex.timeline.dram_bytes and m.energy_pj > 0 and m.sram_accesses > 0
+
+
+def test_fetta_model_cli_reports_the_compiled_timing(capsys):
+    assert fetta_main(["model", "--spec", str(ROOT / "examples" / "atis_tt.json"), "--phase", "fp", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["timing"] == "compiled" and out["cycles"] == out["compute_cycles"] + out["dram_stall_cycles"]
+    assert fetta_main(["model", "--spec", str(ROOT / "examples" / "atis_tt.json"), "--phase", "fp", "--json",
+                       "--analytical"]) == 0
+    assert json.loads(capsys.readouterr().out)["timing"] == "analytical"

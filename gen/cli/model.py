@@ -1,16 +1,27 @@
-"""``fetta model``: analytical latency / traffic / energy of a layer (INTERFACES section 4)."""
+"""``fetta model``: latency / traffic / energy of a layer (INTERFACES sections 4 and 5).
+
+``--arch fetta`` (the default) reports the compiled program (:func:`gen.compiler.estimate.model_compiled`):
+its static instruction timing, which the emulator and the RTL reproduce, plus the DRAM transfers by
+the rule of :mod:`gen.design.timing` - the same cycles ``fetta run`` reports. The other architectures,
+and ``--analytical``, use the per-step analytical model (:func:`gen.search.model_phase`) that the
+search's stage 2 ranks paths with. The JSON says which in ``timing`` (``compiled`` / ``analytical``);
+a phase that does not compile falls back to the analytical model with a warning and ``compile_error``.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+import sys
+
 from gen.cli.common import add_config_arguments, add_json_argument, config_from_args, positive_int, print_json
+from gen.compiler import CompileError
+from gen.compiler.estimate import model_compiled
 from gen.model.arch import ARCHS
-from gen.search import model_phase
-from gen.search import search
+from gen.search import model_phase, search
 from gen.workload.spec import load_spec
 
-HELP = "analytical cycles, DRAM/SRAM traffic, energy and EDP of a layer phase on an architecture"
+HELP = "cycles, DRAM/SRAM traffic, energy and EDP of a layer phase on an architecture (fetta: the compiled program)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how the contraction paths are chosen (CSSE; default: the MAC optimum)")
     p.add_argument("--top-k", type=positive_int, default=8, metavar="K", help="stage-1 candidates for --metric")
     p.add_argument("--steps", action="store_true", help="include the per-step mappings in the JSON")
+    p.add_argument("--analytical", action="store_true",
+                   help="fetta: the per-step analytical model (the search's stage 2) instead of the compiled program")
     add_config_arguments(p)
     add_json_argument(p)
 
@@ -32,14 +45,24 @@ def main(args: argparse.Namespace) -> int:
     if args.metric != "flops":
         found = search(spec, args.phase, metric=args.metric, top_k=args.top_k, config=config, arch=args.arch)
         paths = {e["label"]: e["path"] for e in found["networks"]}
-    res = model_phase(spec, args.phase, config, args.arch, paths)
-    out = {"spec": spec.name, "format": spec.format, "phase": args.phase, "arch": args.arch, **res.summary()}
+    res, timing, error = None, "analytical", None
+    if args.arch == "fetta" and not args.analytical:
+        try:
+            res, timing = model_compiled(spec, args.phase, config, paths), "compiled"
+        except CompileError as exc:
+            error = str(exc)
+            print(f"fetta: warning: {spec.name} {args.phase} does not compile ({exc}); "
+                  "using the analytical model", file=sys.stderr)
+    if res is None:
+        res = model_phase(spec, args.phase, config, args.arch, paths)
+    out = {"spec": spec.name, "format": spec.format, "phase": args.phase, "arch": args.arch, "timing": timing,
+           **res.summary(), **({"compile_error": error} if error else {})}
     if args.steps:
         out["steps"] = res.steps
     if args.json:
         print_json(out)
         return 0
-    print(f"{spec.name} ({spec.format}) {args.phase} on {args.arch}: {out['cycles']} cycles "
+    print(f"{spec.name} ({spec.format}) {args.phase} on {args.arch} ({timing}): {out['cycles']} cycles "
           f"({out['latency_us']} us), {out['macs']} MACs, utilization {out['utilization']}, "
           f"DRAM {out['dram_bytes']} B, SRAM {out['sram_accesses']} accesses, "
           f"{out['energy_pj'] / 1e6:.3f} uJ, EDP {out['edp']:.4g} pJ*us")

@@ -68,6 +68,8 @@ def main(args: argparse.Namespace) -> int:
     result = {"spec": spec.name, "phase": args.phase, "sim": args.sim, "inputs": source,
               "cycles": r["cycles"], "macs": r["macs"],
               "utilization": r["macs"] / (r["cycles"] * config.macs), "max_rel_err": max_rel_err(r["results"], golden),
+              "compute_cycles": r["compute_cycles"], "dram_stall_cycles": r["dram_stall_cycles"],
+              "dram_bytes": r["dram_bytes"], "relayouts": 0, "dataflows": r["dataflows"], "transposes": 0,
               "tcu_macs": r["tcu_macs"], "passes": r["passes"], "grids": r["grids"],
               "seconds": round(seconds, 3)}
     if args.json:
@@ -97,7 +99,8 @@ def run_compiled(args, spec, config, inputs, source: dict) -> int:
               "relayouts": prog.relayouts, "relayout_bytes": prog.relayout_bytes,
               "compute_cycles": ex.compute_cycles, "dram_stall_cycles": ex.dram_stall_cycles,
               "onchip_bytes": prog.onchip_bytes,
-              "dram_bytes": prog.dram_bytes, "paths": prog.paths, "reused": prog.reused,
+              "dram_bytes": prog.dram_bytes, "dataflows": prog.dataflows(), "transposes": prog.transposes,
+              "paths": prog.paths, "reused": prog.reused,
               "seconds": round(seconds, 3)}
     if rtl is not None:
         result["rtl_equal"] = rtl

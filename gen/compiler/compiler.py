@@ -19,7 +19,7 @@ from gen.compiler.chunk import choose_chunk
 from gen.compiler.layout import Layout
 from gen.compiler.mapping import instantiate
 from gen.compiler.planner import NextInfo, Plan, Planner
-from gen.compiler.program import CompileError, Program, StepRecord
+from gen.compiler.program import CompileError, Program, StepRecord, gemm_dataflows, gemm_transposes
 from gen.design.config import FettaConfig, check_accelerator
 from gen.design.isa import Geometry, Instr, ce_offsets, gemm_macs
 from gen.workload.grouping import group_modes
@@ -142,7 +142,8 @@ class Compiler:
         self.mem.add_instrs(instrs)
         macs = self._count(instrs, X, Y)
         self.steps.append(StepRecord(label, s_idx, X.modes, Y.modes, tuple(plan.keep_modes),
-                                     f"A={X.name} B={Y.name}", mp.grid, len(instrs), macs, mp.cycles, lo.modes))
+                                     f"A={X.name} B={Y.name}", mp.grid, len(instrs), macs, mp.cycles, lo.modes,
+                                     gemm_dataflows(instrs), gemm_transposes(instrs)))
         self.mem.onchip[out.name] = out
         self.registry[out.name] = out
         if final:

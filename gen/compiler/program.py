@@ -14,7 +14,7 @@ from typing import Sequence
 
 from gen.compiler.layout import Layout
 from gen.design.config import FettaConfig
-from gen.design.isa import Instr, assemble
+from gen.design.isa import Dataflow, Instr, Opcode, assemble
 from gen.design.timing import RunTiming, Timeline, dram_bytes_per_cycle, program_cycles, timeline
 from gen.errors import FettaError
 
@@ -70,6 +70,10 @@ class StepRecord:
     macs: int
     est_cycles: int
     out_layout: tuple[str, ...]
+    #: dataflows of the step's GEMM instructions (:class:`gen.design.isa.Dataflow` names)
+    dataflows: tuple[str, ...] = ()
+    #: GEMM instructions that transpose in the distribution or the reduction network
+    transposes: int = 0
 
 
 @dataclass
@@ -104,6 +108,19 @@ class Program:
         """The compiler's estimate of the compute cycles: instruction timing of every step."""
         return sum(s.est_cycles for s in self.steps)
 
+    def dataflows(self) -> dict[str, int]:
+        """Steps per dataflow (a step whose GEMMs use several dataflows counts under each)."""
+        out: dict[str, int] = {}
+        for s in self.steps:
+            for df in s.dataflows:
+                out[df] = out.get(df, 0) + 1
+        return out
+
+    @property
+    def transposes(self) -> int:
+        """GEMM instructions with a network transpose."""
+        return sum(s.transposes for s in self.steps)
+
     def run_timings(self, config: FettaConfig, compute: Sequence[int] | None = None) -> list[RunTiming]:
         """What :func:`gen.design.timing.timeline` needs of every run: its half, the DRAM bytes of its
         writes and reads, and its compute cycles (``compute``: measured ones, e.g. the emulator's;
@@ -121,4 +138,15 @@ class Program:
         return timeline(self.run_timings(config, compute), dram_bytes_per_cycle(config))
 
 
-__all__ = ["CompileError", "Write", "Read", "Run", "StepRecord", "Program"]
+def gemm_dataflows(instrs: Sequence[Instr]) -> tuple[str, ...]:
+    """The dataflows (``Dataflow`` names) of the GEMM instructions among ``instrs``."""
+    return tuple(sorted({Dataflow(i.mode).name for i in instrs if i.opcode == Opcode.GEMM}))
+
+
+def gemm_transposes(instrs: Sequence[Instr]) -> int:
+    """GEMM instructions among ``instrs`` that transpose in a network. The ISA has no transpose field
+    yet (the RTL ties both networks' transpose layers off), so none can."""
+    return 0
+
+
+__all__ = ["gemm_dataflows", "gemm_transposes", "CompileError", "Write", "Read", "Run", "StepRecord", "Program"]

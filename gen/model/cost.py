@@ -314,6 +314,10 @@ class ModelResult:
     energy_pj: float = 0.0
     freq_mhz: float = 1000.0
     steps: list[dict[str, Any]] = field(default_factory=list)
+    #: of a compiled program (:func:`gen.compiler.estimate.model_compiled`): compute alone, and the
+    #: cycles the arrays wait for DRAM; ``None`` for the analytical per-step model
+    compute_cycles: int | None = None
+    dram_stall_cycles: int | None = None
 
     @property
     def seconds(self) -> float:
@@ -336,7 +340,9 @@ class ModelResult:
         return {"cycles": self.cycles, "macs": self.macs, "dram_bytes": self.dram_bytes,
                 "sram_accesses": self.sram_accesses, "energy_pj": round(self.energy_pj, 3),
                 "edp": round(self.edp, 6), "latency_us": round(self.cycles / self.freq_mhz, 6),
-                "utilization": round(self.macs / max(1, self.cycles) / self._pes, 6) if self._pes else None}
+                "utilization": round(self.macs / max(1, self.cycles) / self._pes, 6) if self._pes else None,
+                **({"compute_cycles": self.compute_cycles, "dram_stall_cycles": self.dram_stall_cycles}
+                   if self.compute_cycles is not None else {})}
 
     _pes: int = 0
 

@@ -11,8 +11,9 @@ import numpy as np
 
 from gen.compiler import compile_layer
 from gen.compiler.gemm import plan_gemm
+from gen.compiler.program import gemm_dataflows
 from gen.progress import progress
-from gen.toolflow.execute import execute, rtl_check, run_gemm
+from gen.toolflow.execute import ExecutionError, execute, rtl_check, run_gemm
 
 SIMS = ("emulator", "icarus", "verilator")
 #: phase -> (result key, operands from the inputs)
@@ -36,15 +37,28 @@ def max_rel_err(results: dict, golden: dict) -> float:
 
 def run_dense(config, inputs, phases, sim: str, show_progress: bool = False) -> dict:
     """The GEMM of each phase of a ``dense`` layer, tiled by :mod:`gen.compiler.gemm`, executed on ``sim``:
-    ``results`` (npz key -> float32 array), ``cycles``, ``macs``, ``tcu_macs``, ``passes``, ``grids``."""
-    r = {"results": {}, "cycles": 0, "macs": 0, "tcu_macs": 0, "passes": 0, "grids": []}
+    ``results`` (npz key -> float32 array), ``cycles`` (end to end: compute and the DRAM stalls of
+    :meth:`GemmPlan.timeline`), ``compute_cycles``, ``dram_stall_cycles``, ``dram_bytes``, ``macs``,
+    ``tcu_macs``, ``passes``, ``grids``, ``dataflows`` (passes per dataflow)."""
+    r = {"results": {}, "cycles": 0, "compute_cycles": 0, "dram_stall_cycles": 0, "dram_bytes": 0, "macs": 0,
+         "tcu_macs": 0, "passes": 0, "grids": [], "dataflows": {}}
     for phase in phases:
         key, operands = PHASES[phase]
         plan = plan_gemm(config, *operands(inputs))
         with progress(len(plan.passes), f"{phase} on {sim}", enabled=show_progress) as bar:
             Y, c, tm = run_gemm(config, plan, sim, advance=bar)
+        t = plan.timeline(config)
+        if t.compute_cycles != c:
+            raise ExecutionError(f"{phase}: {sim} ran {c} compute cycles, the plan's static timing says "
+                                 f"{t.compute_cycles}", field="program")
         r["results"][key] = Y.astype(np.float32)
-        r["cycles"] += c
+        r["cycles"] += t.cycles
+        r["compute_cycles"] += c
+        r["dram_stall_cycles"] += t.dram_stall_cycles
+        r["dram_bytes"] += t.dram_bytes
+        for p in plan.passes:
+            for df in gemm_dataflows(p.program):
+                r["dataflows"][df] = r["dataflows"].get(df, 0) + 1
         r["macs"] += plan.macs
         r["tcu_macs"] += tm
         r["passes"] += len(plan.passes)

@@ -1,0 +1,72 @@
+"""The model of FETTA itself: the cycles and the accesses of the compiled program.
+
+``fetta model --arch fetta`` compiles the layer's phase (:func:`gen.compiler.compile_layer`) and
+reports :meth:`Program.timeline`: the static timing of every run's instructions (which the
+emulator and the RTL reproduce cycle for cycle) and the DRAM transfers between runs by the rule
+of :mod:`gen.design.timing`. No second formula: the model agrees with the emulator exactly, not
+within a tolerance (``tests/test_model.py``). Energy applies the per-access energies of
+:data:`gen.model.ENERGY_PJ` to the accesses the compiled instructions perform.
+
+Accesses counted per GEMM instruction (``E = gm*gn*gk`` active CEs, ``T = L0*L1`` tiles):
+MACs ``gemm_macs`` (padding included: the PEs do them); distribution-network elements and unified
+reads: IA ``K * ce_rows`` plus IB (``K * ce_cols`` for OS, ``loads * ce_cols`` for IS/WS) per CE and
+tile; partial sums through the reduction network ``out_rows * ce_cols`` per CE and tile; accumulation
+read-modify-writes, after the spatial reduction over ``gk``, ``out_rows * ce_cols`` per ``gm*gn`` and
+tile. LOAD / STORE move ``K * banks`` rows (one unified and one accumulation access per element);
+VEC ``K * vector_rows`` rows (a unified read, an accumulation read-modify-write and a vector op per
+element). DMA transfers write or read every element once in the unified memory.
+"""
+
+from __future__ import annotations
+
+from gen.compiler.phases import compile_layer
+from gen.compiler.program import Program
+from gen.design.config import FettaConfig
+from gen.design.isa import Geometry, Opcode, gemm_macs, loads, out_rows, stationary, vector_rows
+from gen.model import ENERGY_PJ, ModelResult
+
+
+def program_accesses(prog: Program, config: FettaConfig) -> dict[str, int]:
+    """Counts of the compiled program's operations by :data:`ENERGY_PJ` category."""
+    geo = Geometry.of(config)
+    R, C = geo.ce_rows, geo.ce_cols
+    n = dict(mac=0, sram=0, accum=0, dist=0, red=0, vector=0)
+    for run in prog.runs:
+        for ins in run.program:
+            if ins.opcode == Opcode.GEMM:
+                ces, tiles = ins.gm * ins.gn * ins.gk, ins.L0 * ins.L1
+                ib = (loads(ins, geo) if stationary(ins.mode) else ins.K) * C
+                n["mac"] += gemm_macs(ins, geo)
+                n["dist"] += ces * tiles * (ins.K * R + ib)
+                n["red"] += ces * tiles * out_rows(ins, geo) * C
+                n["accum"] += ins.gm * ins.gn * tiles * out_rows(ins, geo) * C
+            elif ins.opcode in (Opcode.LOAD, Opcode.STORE):
+                elems = ins.K * geo.banks * geo.lanes
+                n["sram"] += elems
+                n["accum"] += elems
+            elif ins.opcode == Opcode.VEC:
+                elems = ins.K * vector_rows(config) * geo.lanes
+                n["sram"] += elems
+                n["accum"] += elems
+                n["vector"] += elems
+    n["sram"] += n["dist"] + prog.dram_bytes // (config.elem_bits // 8)
+    return n
+
+
+def model_compiled(spec, phase: str, config: FettaConfig | None = None, paths=None) -> ModelResult:
+    """Cycles, DRAM bytes, SRAM accesses and energy of ``phase`` of ``spec`` as compiled for ``config``."""
+    config = config or FettaConfig()
+    prog = compile_layer(spec, phase, config, paths)
+    t = prog.timeline(config)
+    acc = program_accesses(prog, config)
+    energy = sum(acc[k] * ENERGY_PJ[k] for k in acc) + prog.dram_bytes * ENERGY_PJ["dram_byte"] \
+        + t.cycles * ENERGY_PJ["static"]
+    res = ModelResult(cycles=t.cycles, macs=prog.macs, dram_bytes=t.dram_bytes, sram_accesses=acc["sram"],
+                      energy_pj=energy, freq_mhz=config.freq_mhz, compute_cycles=t.compute_cycles,
+                      dram_stall_cycles=t.dram_stall_cycles, _pes=config.macs)
+    res.steps = [{"network": s.network, "step": s.step, "roles": s.roles, "grid": list(s.grid), "macs": s.macs,
+                  "est_cycles": s.est_cycles, "out_layout": list(s.out_layout)} for s in prog.steps]
+    return res
+
+
+__all__ = ["program_accesses", "model_compiled"]
