@@ -6,7 +6,10 @@ layer and phase, end-to-end cycles (compute, plus the DRAM transfers it does not
 ``macs / (cycles * num_macs)`` and the same over compute cycles alone, the deviation of
 ``fetta model --arch fetta`` (the compiled program's static timeline) from the emulator, on-chip traffic (unified rows read by IA/IB, multicast
 counted once, plus rows written back), DRAM-model traffic (host writes and read-backs), re-layouts,
-runs and the max. relative error vs the float64 golden model. ``--write-docs`` puts the table into
+runs and the max. relative error vs the float64 golden model. ``DRAM floor`` is the compulsory
+traffic (inputs read once, results written once: ``gen.compiler.estimate.compulsory_bytes``) and
+``DRAM-floor bound`` the highest end-to-end utilization any schedule could reach with it,
+``min(1, (MACs / num_macs) / (floor / bytes_per_cycle))``. ``--write-docs`` puts the table into
 ``docs/compiler.md`` between the ``layers-table`` markers. Layers that do not compile are listed
 with the reason (never silently dropped).
 """
@@ -27,6 +30,8 @@ BEGIN, END = "<!-- layers-table:begin -->", "<!-- layers-table:end -->"
 
 def measure(spec, phase, config):
     from gen.compiler import compile_layer
+    from gen.compiler.estimate import compulsory_bytes
+    from gen.design.timing import dram_bytes_per_cycle, transfer_cycles
     from gen.toolflow.execute import execute
     from sim.golden import compute, random_inputs
 
@@ -38,7 +43,10 @@ def measure(spec, phase, config):
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     gold = compute(spec, inputs, phases=phases)
     err = max(float(np.max(np.abs(ex.results[k] - g)) / np.max(np.abs(g))) for k, g in gold.items())
-    return dict(cycles=ex.cycles, compute=ex.compute_cycles, stall=ex.dram_stall_cycles, macs=prog.macs,
+    floor = compulsory_bytes(spec, phase, config)
+    ideal = prog.macs / config.macs                       # cycles with every MAC busy
+    bound = min(1.0, ideal / transfer_cycles(floor, dram_bytes_per_cycle(config)))
+    return dict(floor=floor, bound=bound, cycles=ex.cycles, compute=ex.compute_cycles, stall=ex.dram_stall_cycles, macs=prog.macs,
                 util=prog.macs / (ex.cycles * config.macs), cutil=prog.macs / (ex.compute_cycles * config.macs),
                 onchip=prog.onchip_bytes, dram=prog.dram_bytes, relayouts=prog.relayouts,
                 relayout_bytes=prog.relayout_bytes, runs=len(prog.runs), err=err,
@@ -57,22 +65,26 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     config = FettaConfig()
     lines = ["| layer | phase | cycles | compute cycles | DRAM stall cycles | MACs | utilization | compute utilization | "
-             "on-chip KiB | DRAM KiB | re-layouts (KiB) | runs | model vs emulator | max rel. err | compile + emulator s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "on-chip KiB | DRAM KiB | DRAM floor KiB | DRAM-floor bound | re-layouts (KiB) | runs | model vs emulator | "
+             "max rel. err | compile + emulator s |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in args.layers.split(","):
         spec = load_spec(HERE / "layers" / f"{name}.json")
         for phase in args.phases.split(","):
             if spec.format == "dense":
-                lines.append(f"| {spec.name} | {phase} | see docs/accelerator.md (dense GEMM tiler) |" + " |" * 14)
+                lines.append(f"| {spec.name} | {phase} | see docs/accelerator.md (dense GEMM tiler) |" + " |" * 16)
                 break
             try:
                 r = measure(spec, phase, config)
             except FettaError as e:
-                lines.append(f"| {spec.name} | {phase} | not compiled: {e} |" + " |" * 14)
+                msg = str(e)
+                if " does not fit" in msg:      # drop the mode lists of the step: keep where and why
+                    msg = msg[:msg.find(" (")] + msg[msg.find(" does not fit"):]
+                lines.append(f"| {spec.name} | {phase} | not compiled: {msg} |" + " |" * 16)
                 print(lines[-1], flush=True)
                 continue
             lines.append(f"| {spec.name} | {phase} | {r['cycles']} | {r['compute']} | {r['stall']} | {r['macs']} | "
                          f"{r['util']:.1%} | {r['cutil']:.1%} | {r['onchip'] / 1024:.0f} | {r['dram'] / 1024:.0f} | "
+                         f"{r['floor'] / 1024:.0f} | {r['bound']:.1%} | "
                          f"{r['relayouts']} ({r['relayout_bytes'] / 1024:.0f}) | {r['runs']} | {r['model_dev']:.1%} | "
                          f"{r['err']:.1e} | {r['seconds']:.1f} |")
             print(lines[-1], flush=True)

@@ -53,6 +53,21 @@ def program_accesses(prog: Program, config: FettaConfig) -> dict[str, int]:
     return n
 
 
+#: npz keys each phase must read from and write to DRAM at least once
+_COMPULSORY = {"fp": (("X", "core"), ("Y",)), "bp": (("dY", "core"), ("dX",)),
+               "wg": (("X", "dY", "core"), ("dcore",)), "train": (("X", "dY", "core"), ("Y", "dX", "dcore"))}
+
+
+def compulsory_bytes(spec, phase: str, config: FettaConfig) -> int:
+    """The DRAM floor of a phase: its inputs read once and its results written once (bytes of the
+    stored element format); a program that keeps every intermediate and saved tensor on chip moves
+    exactly this."""
+    ins, outs = _COMPULSORY[phase]
+    sizes = spec.tensor_elements()
+    keys = [k for k in sizes if any(k == p or (p.endswith("core") and k.startswith(p + "_")) for p in ins + outs)]
+    return sum(sizes[k] for k in keys) * (config.elem_bits // 8)
+
+
 def model_compiled(spec, phase: str, config: FettaConfig | None = None, paths=None) -> ModelResult:
     """Cycles, DRAM bytes, SRAM accesses and energy of ``phase`` of ``spec`` as compiled for ``config``."""
     config = config or FettaConfig()
@@ -69,4 +84,4 @@ def model_compiled(spec, phase: str, config: FettaConfig | None = None, paths=No
     return res
 
 
-__all__ = ["program_accesses", "model_compiled"]
+__all__ = ["program_accesses", "compulsory_bytes", "model_compiled"]
