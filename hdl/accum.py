@@ -16,17 +16,27 @@ All three are combinational; the top registers around them.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from gen.design.config import FettaConfig
+from gen.design.config import BF16_BITS, FP32_BITS, FettaConfig
 
-from hdl.fp import FP32Add, FP32ToBF16
+from hdl.fp import F32_QNAN, FP32Add, FP32ToBF16
 
 
 class AccumAdd(wiring.Component):
-    """``o = Mux(acc, old + psum, psum)`` on one row. Combinational."""
+    """``o = Mux(acc, old + psum, psum)`` on one row, per lane.
+
+    Ports
+    -----
+    old, psum : In(lanes * acc_bits)
+        The stored accumulation row and the reduced Psum row (lane ``x`` at bits ``x * acc_bits``).
+    acc : In(1)
+        Add (1) or overwrite (0).
+    o : Out(lanes * acc_bits)
+        The new row; combinational (valid in the cycle of the inputs).
+    """
 
     def __init__(self, config: FettaConfig):
         self._cfg = config
@@ -50,7 +60,14 @@ class AccumAdd(wiring.Component):
 
 
 class Narrow(wiring.Component):
-    """Accumulator row -> unified-memory row. Combinational."""
+    """Accumulator row -> unified-memory row: bfloat16 RNE, or the low ``int_width`` bits.
+
+    Ports
+    -----
+    a : In(lanes * acc_bits)
+    o : Out(lanes * elem_bits)
+        Combinational (valid in the cycle of ``a``).
+    """
 
     def __init__(self, config: FettaConfig):
         self._cfg = config
@@ -72,7 +89,14 @@ class Narrow(wiring.Component):
 
 
 class Widen(wiring.Component):
-    """Unified-memory row -> accumulator row. Combinational."""
+    """Unified-memory row -> accumulator row: exact FP32 (subnormals flushed), or sign extension.
+
+    Ports
+    -----
+    a : In(lanes * elem_bits)
+    o : Out(lanes * acc_bits)
+        Combinational (valid in the cycle of ``a``).
+    """
 
     def __init__(self, config: FettaConfig):
         self._cfg = config
@@ -87,9 +111,11 @@ class Widen(wiring.Component):
             dst = self.o[x * AB:(x + 1) * AB]
             if cfg.datatype == "bf16":
                 # bf16 -> FP32 is exact; DAZ: a zero exponent means a signed zero, NaN -> canonical NaN
-                sub = src[7:15] == 0
-                nan = (src[7:15] == 0xFF) & (src[0:7] != 0)
-                m.d.comb += dst.eq(Mux(nan, 0x7FC00000, Mux(sub, Cat(Signal(31), src[15]), Cat(Signal(16), src))))
+                sign, exp, frac = src[BF16_BITS - 1], src[7:BF16_BITS - 1], src[0:7]
+                sub = exp == 0
+                nan = (exp == 0xFF) & (frac != 0)
+                zero = Cat(Const(0, FP32_BITS - 1), sign)
+                m.d.comb += dst.eq(Mux(nan, F32_QNAN, Mux(sub, zero, Cat(Const(0, FP32_BITS - BF16_BITS), src))))
             else:
                 m.d.comb += dst.eq(src.as_signed())
         return m

@@ -69,12 +69,11 @@ that ends ``t``):
 
 from __future__ import annotations
 
-from amaranth.lib import enum
-
 from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from gen.design.config import DEFAULT
 from gen.design.isa import CEMode
 from hdl.pe import PE, _check_datatype, acc_width, operand_width
 
@@ -138,8 +137,8 @@ class CE(wiring.Component):
         OS: two rows were due on the drain port in the same cycle (a schedule error).
     """
 
-    def __init__(self, *, rows: int = 4, cols: int = 4, datatype: str = "bf16", int_width: int = 16,
-                 int_acc_width: int = 48):
+    def __init__(self, *, rows: int = DEFAULT.ce_rows, cols: int = DEFAULT.ce_cols, datatype: str = DEFAULT.datatype,
+                 int_width: int = DEFAULT.int_width, int_acc_width: int = DEFAULT.int_acc_width):
         for name, value in (("rows", rows), ("cols", cols)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an integer, not {value!r}")
@@ -171,7 +170,6 @@ class CE(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         R, C = self._rows, self._cols
-        ew = operand_width(self._datatype, self._int_width)
         aw = acc_width(self._datatype, self._int_acc_width)
 
         os_mode = Signal(name="os_mode")

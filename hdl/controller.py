@@ -14,74 +14,152 @@ The bank index of each port is the low ``log2(banks)`` bits of its address; the
 distribution crossbar in the top selects, per CE, the bank its address names
 (the role of ``sel_vec XOR bank index`` in the butterfly of FETTA V-D).
 
-Ports
------
-word : In(INSTR_BITS)
-pc_overflow : In(1)
-fields : Out(...) one output per field of :data:`gen.design.isa.LAYOUT` (``f_<name>``)
-a_off, b_off : Out(ADDR_BITS + 1).array(num_ces)
-o_off : Out(ADDR_BITS + 1).array(num_ces) (groups)
-active : Out(num_ces) CE ``c`` takes part; group_active : Out(num_ces)
-error : Out(3) :class:`gen.design.isa.ErrorCode`, valid in the same cycle.
+The sums the checks compare (largest addresses, row counts) are held in signals as wide
+as their expressions, so they never wrap; the ones that can go negative (a zero loop
+bound) only matter after the ``BAD_SHAPE`` check that such a bound fails first.
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig
-from gen.design.isa import CE_MODE, INSTR_BITS, LAYOUT, Dataflow, ErrorCode, Flag, Geometry, Opcode
+from gen.design.isa import (BOUND_BITS, CE_MODE, INSTR_BITS, LAYOUT, LOG_GRID_BITS, STRIDE_BITS, CEMode, Dataflow,
+                            ErrorCode, Flag, Geometry, Opcode, VecOp)
 
-OFF_BITS = 40
+from hdl.red_net import MODE_BITS, SwitchMode
+from hdl.sequencer import tile_step_shape
+
+__all__ = ["Decoder", "flag"]
+
+#: largest value of a ``log_g*`` field: a grid side is at most ``2**MAX_LOG_GRID``
+MAX_LOG_GRID = (1 << LOG_GRID_BITS) - 1
+
+
+def flag(flags: Value, which: Flag) -> Value:
+    """The bit of the ``flags`` field that holds the one-bit flag ``which``."""
+    return flags[int(which).bit_length() - 1]
+
+
+def _exact(m: Module, name: str, expr) -> Signal:
+    """``expr`` in a named signal as wide as the expression, so that it never wraps."""
+    sig = Signal(unsigned(Value.cast(expr).shape().width), name=name)
+    m.d.comb += sig.eq(expr)
+    return sig
 
 
 class Decoder(wiring.Component):
+    """Combinational instruction decoder and checker (module docstring).
+
+    Parameters
+    ----------
+    config : FettaConfig
+
+    Ports
+    -----
+    word : In(INSTR_BITS)
+        The instruction (a register of the top).
+    pc_overflow : In(1)
+        The program counter ran past the instruction memory.
+    f_<name> : Out(bits)
+        One output per field of :data:`gen.design.isa.LAYOUT`.
+    a_off, b_off : Out(offset bits).array(num_ces)
+        Spatial IA / IB row offset of CE ``c`` (exact: ``log2(num_ces) + STRIDE_BITS + 2`` bits).
+    o_off : Out(offset bits).array(num_ces)
+        Spatial output row offset of reduction group ``g``.
+    active, group_active : Out(num_ces)
+        CE ``c`` / group ``g`` takes part in the GEMM.
+    stationary, horizontal : Out(1); ce_mode : Out(CEMode)
+        The dataflow of the ``mode`` field (IS/WS; IB loaded from the left; the CEs' mapping).
+    loads, vec_delay : Out(tile_step_shape)
+        IS/WS: IB loads per tile and the cycle of a tile's first IA vector
+        (:func:`gen.design.isa.loads`, :func:`gen.design.isa.vec_delay`).
+    out_rows : Out(BOUND_BITS)
+        Result rows a CE emits per tile (:func:`gen.design.isa.out_rows`).
+    error : Out(ErrorCode)
+        :func:`gen.design.isa.check` of the word.
+
+    Every output is combinational: valid in the cycle of ``word`` and ``pc_overflow``.
+    """
+
     def __init__(self, config: FettaConfig):
         self._cfg = config
         self._geo = Geometry.of(config)
         E = config.num_ces
-        members = {"word": In(INSTR_BITS), "pc_overflow": In(1), "error": Out(3),
-                   "a_off": Out(OFF_BITS).array(E), "b_off": Out(OFF_BITS).array(E),
-                   "o_off": Out(OFF_BITS).array(E), "active": Out(E), "group_active": Out(E),
-                   "stationary": Out(1), "horizontal": Out(1), "ce_mode": Out(3)}
+        self._ce_index = unsigned(max(1, (E - 1).bit_length()))
+        # im * sm + in * sn + ik * sr with im, in, ik < num_ces: three products, two carries
+        off = self._ce_index.width + STRIDE_BITS + 2
+        steps = tile_step_shape(config)
+        members = {"word": In(INSTR_BITS), "pc_overflow": In(1), "error": Out(ErrorCode),
+                   "a_off": Out(off).array(E), "b_off": Out(off).array(E),
+                   "o_off": Out(off).array(E), "active": Out(E), "group_active": Out(E),
+                   "stationary": Out(1), "horizontal": Out(1), "ce_mode": Out(CEMode),
+                   "loads": Out(steps), "vec_delay": Out(steps), "out_rows": Out(BOUND_BITS)}
         for name, (_, bits) in LAYOUT.items():
             members[f"f_{name}"] = Out(bits)
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
-        cfg, geo = self._cfg, self._geo
-        E, B = cfg.num_ces, cfg.banks
-        lb = B.bit_length() - 1
         f = {}
         for name, (pos, bits) in LAYOUT.items():
-            m.d.comb += getattr(self, f"f_{name}").eq(self.word[pos:pos + bits])
             f[name] = getattr(self, f"f_{name}")
-        lgm, lgn, lgk = f["log_gm"], f["log_gn"], f["log_gk"]
-        gm, gn, gk = Signal(9, name="gm"), Signal(9, name="gn"), Signal(9, name="gk")
-        m.d.comb += [gm.eq(Const(1, 9) << lgm), gn.eq(Const(1, 9) << lgn), gk.eq(Const(1, 9) << lgk)]
-        ces = Signal(24, name="ces")
-        m.d.comb += ces.eq((Const(1, 24) << (lgm + lgn + lgk)))
-        groups = Signal(24, name="groups")
-        m.d.comb += groups.eq(Const(1, 24) << (lgm + lgn))
+            m.d.comb += f[name].eq(self.word[pos:pos + bits])
+        grid = self._grid(m, f)
+        self._offsets(m, f, grid)
+        self._dataflow(m, f)
+        codes = {Opcode.GEMM: self._gemm_checks(m, f, grid), Opcode.VEC: self._vec_checks(m, f),
+                 Opcode.LOAD: self._move_checks(m, f)}
+        op = f["opcode"]
+        with m.If(self.pc_overflow):
+            m.d.comb += self.error.eq(ErrorCode.PC_OVERFLOW)
+        with m.Elif(op > max(Opcode)):
+            m.d.comb += self.error.eq(ErrorCode.ILLEGAL_OPCODE)
+        with m.Elif(op == Opcode.GEMM):
+            m.d.comb += self.error.eq(codes[Opcode.GEMM])
+        with m.Elif(op == Opcode.VEC):
+            m.d.comb += self.error.eq(codes[Opcode.VEC])
+        with m.Elif((op == Opcode.LOAD) | (op == Opcode.STORE)):
+            m.d.comb += self.error.eq(codes[Opcode.LOAD])
+        return m
 
-        # spatial offsets of every CE / group (c = (im * gn + in) * gk + ik)
-        for c in range(E):
-            im = Signal(8, name=f"im{c}")
-            in_ = Signal(8, name=f"in{c}")
-            ik = Signal(8, name=f"ik{c}")
-            cc = Const(c, 8)
+    def _grid(self, m, f) -> dict[str, Signal]:
+        """The CE grid of the fields ``log_gm``, ``log_gn``, ``log_gk``: its sides ``gm``, ``gn``,
+        ``gk``, the number of CEs ``ces`` and of reduction groups ``groups`` (combinational)."""
+        side = range((1 << MAX_LOG_GRID) + 1)
+        count = range((1 << 3 * MAX_LOG_GRID) + 1)
+        out = {name: Signal(side, name=name) for name in ("gm", "gn", "gk")}
+        for name in ("gm", "gn", "gk"):
+            m.d.comb += out[name].eq(Const(1) << f[f"log_{name}"])
+        out["ces"] = Signal(count, name="ces")
+        out["groups"] = Signal(count, name="groups")
+        m.d.comb += [out["ces"].eq(Const(1) << (f["log_gm"] + f["log_gn"] + f["log_gk"])),
+                     out["groups"].eq(Const(1) << (f["log_gm"] + f["log_gn"]))]
+        return out
+
+    def _offsets(self, m, f, grid) -> None:
+        """``a_off``, ``b_off``, ``o_off``, ``active`` and ``group_active`` (combinational).
+
+        CE ``c = (im * gn + in) * gk + ik`` reads ``im * x_sm + in * x_sn + ik * x_sr`` past
+        the temporal address of operand ``x``; group ``g = im * gn + in`` writes
+        ``im * o_sm + in * o_sn`` past the temporal output row."""
+        lgn, lgk, gn, gk = f["log_gn"], f["log_gk"], grid["gn"], grid["gk"]
+        for c in range(self._cfg.num_ces):
+            im, in_, ik, gim, gin = (Signal(self._ce_index, name=f"{x}{c}") for x in ("im", "in", "ik", "gim", "gin"))
+            cc = Const(c, self._ce_index)
             m.d.comb += [im.eq(cc >> (lgn + lgk)), in_.eq((cc >> lgk) & (gn - 1)), ik.eq(cc & (gk - 1)),
-                         self.active[c].eq(cc < ces)]
+                         self.active[c].eq(cc < grid["ces"])]
             for op, off in (("a", self.a_off[c]), ("b", self.b_off[c])):
                 m.d.comb += off.eq(im * f[f"{op}_sm"] + in_ * f[f"{op}_sn"] + ik * f[f"{op}_sr"])
-            gim = Signal(8, name=f"gim{c}")
-            gin = Signal(8, name=f"gin{c}")
-            m.d.comb += [gim.eq(cc >> lgn), gin.eq(cc & (gn - 1)), self.group_active[c].eq(cc < groups)]
+            m.d.comb += [gim.eq(cc >> lgn), gin.eq(cc & (gn - 1)), self.group_active[c].eq(cc < grid["groups"])]
             m.d.comb += self.o_off[c].eq(gim * f["o_sm"] + gin * f["o_sn"])
 
+    def _dataflow(self, m, f) -> None:
+        """``stationary``, ``horizontal``, ``ce_mode``, ``loads``, ``vec_delay`` and ``out_rows``
+        of the ``mode`` field (combinational)."""
+        cfg = self._cfg
         mode = f["mode"]
         m.d.comb += [self.stationary.eq((mode == Dataflow.WS) | (mode == Dataflow.IS) | (mode == Dataflow.WS_H)
                                         | (mode == Dataflow.IS_H)),
@@ -89,110 +167,134 @@ class Decoder(wiring.Component):
         with m.Switch(mode):
             for dv, cv in CE_MODE.items():
                 with m.Case(int(dv)):
-                    m.d.comb += self.ce_mode.eq(cv)
-        nload = Signal(8, name="nload")
-        m.d.comb += nload.eq(Mux(self.horizontal, cfg.ce_cols, cfg.ce_rows))
-        orows = Signal(17, name="out_rows")
-        m.d.comb += orows.eq(Mux(self.stationary, f["K"], cfg.ce_rows))
+                    m.d.comb += self.ce_mode.eq(CEMode(cv))
+        m.d.comb += [self.loads.eq(Mux(self.horizontal, cfg.ce_cols, cfg.ce_rows)),
+                     self.vec_delay.eq(Mux(self.horizontal, cfg.ce_cols, 1)),
+                     self.out_rows.eq(Mux(self.stationary, f["K"], cfg.ce_rows))]
 
-        # --- routing check (gen.design.isa.route_ok): distribution sources for every bank index
-        N = cfg.net_ports
+    def _dist_ok(self, m, f, op: str) -> Value:
+        """The distribution network of operand ``op`` (``"a"`` or ``"b"``) delivers to every active
+        CE the bank its address names, for every bank index the temporal address can take
+        (:func:`gen.design.isa._dist_ok`): the sources traced through the butterfly."""
+        E, N = self._cfg.num_ces, self._cfg.net_ports
         n = N.bit_length() - 1
-
-        def dist_ok(op):
-            offs = [self.a_off[c] if op == "a" else self.b_off[c] for c in range(E)]
-            omask = Signal(n, name=f"{op}_omask")
-            acc = Const(0, n)
+        offs = [self.a_off[c] if op == "a" else self.b_off[c] for c in range(E)]
+        omask = Signal(n, name=f"{op}_omask")
+        acc = Const(0, n)
+        for c in range(E):
+            acc = acc | Mux(self.active[c], offs[c][:n], 0)
+        m.d.comb += omask.eq(acc)
+        # low = 2**bitlen(omask) - 1: smear the ones downwards
+        low = Signal(n, name=f"{op}_low")
+        sm = omask
+        for i in range(n):
+            sm = sm | (sm >> (1 << i) if (1 << i) < n else sm)
+        m.d.comb += low.eq(sm)
+        tb = f[f"{op}_base"] | f[f"{op}_sk"] | f[f"{op}_sl0"] | f[f"{op}_sl1"]
+        bad = [(tb[:n] & low) != 0]
+        sel = f[f"{op}_sel"]
+        for b in range(N):
+            # only bank indices that are multiples of low + 1 occur
+            relevant = Signal(name=f"{op}_rel{b}")
+            m.d.comb += relevant.eq((Const(b, n) & low) == 0)
             for c in range(E):
-                acc = acc | Mux(self.active[c], offs[c][:n], 0)
-            m.d.comb += omask.eq(acc)
-            # low = 2**bitlen(omask) - 1: smear the ones downwards
-            low = Signal(n, name=f"{op}_low")
-            sm = omask
-            for i in range(n):
-                sm = sm | (sm >> (1 << i) if (1 << i) < n else sm)
-            m.d.comb += low.eq(sm)
-            tb = f[f"{op}_base"] | f[f"{op}_sk"] | f[f"{op}_sl0"] | f[f"{op}_sl1"]
-            bad = [(tb[:n] & low) != 0]
-            sel = f[f"{op}_sel"]
-            for b in range(N):
-                # only bank indices that are multiples of low + 1 occur
-                relevant = Signal(name=f"{op}_rel{b}")
-                m.d.comb += relevant.eq((Const(b, n) & low) == 0)
-                for c in range(E):
-                    node = Const(c, n)
-                    for s_ in reversed(range(n)):
-                        k = n - 1 - s_
-                        ctl = sel[s_ * N:(s_ + 1) * N].bit_select(node, 1) ^ ((b >> k) & 1)
-                        node = node ^ (ctl << k)
-                    src = Signal(n, name=f"{op}_src{b}_{c}")
-                    m.d.comb += src.eq(node)
-                    bad.append(relevant & self.active[c] & (src != (offs[c][:n] ^ b)))
-            return ~Cat(*bad).any()
+                node = Const(c, n)
+                for s_ in reversed(range(n)):
+                    k = n - 1 - s_
+                    ctl = sel[s_ * N:(s_ + 1) * N].bit_select(node, 1) ^ ((b >> k) & 1)
+                    node = node ^ (ctl << k)
+                src = Signal(n, name=f"{op}_src{b}_{c}")
+                m.d.comb += src.eq(node)
+                bad.append(relevant & self.active[c] & (src != (offs[c][:n] ^ b)))
+        return ~Cat(*bad).any()
 
-        def red_ok():
-            rm = f["red_mode"]
-            cur = [Mux(self.active[p], Const(1 << p, N), 0) if p < E else Const(0, N) for p in range(N)]
-            for s_ in range(n):
-                nxt = [None] * N
-                for p in range(N // 2):
-                    lo = ((p >> s_) << (s_ + 1)) | (p & ((1 << s_) - 1))
-                    hi = lo | (1 << s_)
-                    md = rm[2 * (s_ * N // 2 + p):2 * (s_ * N // 2 + p) + 2]
-                    a_, b_ = cur[lo], cur[hi]
-                    ml = Signal(N, name=f"redchk{s_}_{lo}")
-                    mh = Signal(N, name=f"redchk{s_}_{hi}")
-                    with m.Switch(md):
-                        with m.Case(0):
-                            m.d.comb += [ml.eq(a_), mh.eq(b_)]
-                        with m.Case(1):
-                            m.d.comb += [ml.eq(b_), mh.eq(a_)]
-                        with m.Case(2):
-                            m.d.comb += [ml.eq(a_ | b_), mh.eq(0)]
-                        with m.Case(3):
-                            m.d.comb += [ml.eq(0), mh.eq(a_ | b_)]
-                    nxt[lo], nxt[hi] = ml, mh
-                cur = nxt
-            bad = []
-            for lg in range(E.bit_length()):
-                size = 1 << lg
-                for g in range(E // size):
-                    want = ((1 << size) - 1) << (g * size)
-                    bad.append((lgk == lg) & self.group_active[g] & (cur[g * size] != want))
-            return ~Cat(*bad).any()
+    def _red_ok(self, m, f) -> Value:
+        """The reduction network sums exactly the CEs of group ``g`` into port ``g * gk``
+        (:func:`gen.design.isa._red_ok`): the set of CEs on every node, level by level."""
+        E, N = self._cfg.num_ces, self._cfg.net_ports
+        n = N.bit_length() - 1
+        rm = f["red_mode"]
+        cur = [Mux(self.active[p], Const(1 << p, N), 0) if p < E else Const(0, N) for p in range(N)]
+        for s_ in range(n):
+            nxt = [None] * N
+            for p in range(N // 2):
+                lo = ((p >> s_) << (s_ + 1)) | (p & ((1 << s_) - 1))
+                hi = lo | (1 << s_)
+                at = MODE_BITS * (s_ * N // 2 + p)
+                a_, b_ = cur[lo], cur[hi]
+                ml = Signal(N, name=f"redchk{s_}_{lo}")
+                mh = Signal(N, name=f"redchk{s_}_{hi}")
+                with m.Switch(rm[at:at + MODE_BITS]):
+                    with m.Case(SwitchMode.PASS):
+                        m.d.comb += [ml.eq(a_), mh.eq(b_)]
+                    with m.Case(SwitchMode.SWAP):
+                        m.d.comb += [ml.eq(b_), mh.eq(a_)]
+                    with m.Case(SwitchMode.ADD_LEFT):
+                        m.d.comb += [ml.eq(a_ | b_), mh.eq(0)]
+                    with m.Case(SwitchMode.ADD_RIGHT):
+                        m.d.comb += [ml.eq(0), mh.eq(a_ | b_)]
+                nxt[lo], nxt[hi] = ml, mh
+            cur = nxt
+        bad = []
+        for lg in range(E.bit_length()):
+            size = 1 << lg
+            for g in range(E // size):
+                want = ((1 << size) - 1) << (g * size)
+                bad.append((f["log_gk"] == lg) & self.group_active[g] & (cur[g * size] != want))
+        return ~Cat(*bad).any()
 
-        route_good = Signal(name="route_good")
-        m.d.comb += route_good.eq(dist_ok("a") & dist_ok("b") & red_ok())
+    def _conflict(self, offs, act, writes: bool) -> Value:
+        """Two active ports need one bank in one cycle: different rows of it, or (``writes``) any."""
+        E, lb = self._cfg.num_ces, self._cfg.banks.bit_length() - 1
+        bits = []
+        for c in range(E):
+            for d in range(c + 1, E):
+                same_bank = offs[c][:lb] == offs[d][:lb] if lb else Const(1)
+                clash = same_bank if writes else (same_bank & (offs[c] != offs[d]))
+                bits.append(act[c] & act[d] & clash)
+        return Cat(*bits).any() if bits else Const(0)
 
-        def conflict(offs, act, writes):
-            bits = []
-            for c in range(E):
-                for d in range(c + 1, E):
-                    same_bank = offs[c][:lb] == offs[d][:lb] if lb else Const(1)
-                    clash = same_bank if writes else (same_bank & (offs[c] != offs[d]))
-                    bits.append(act[c] & act[d] & clash)
-            return Cat(*bits).any() if bits else Const(0)
+    def _gemm_checks(self, m, f, grid) -> Signal:
+        """The error code of a GEMM (:func:`gen.design.isa.check`), combinational."""
+        E, geo = self._cfg.num_ces, self._geo
+        gm, gn, gk = grid["gm"], grid["gn"], grid["gk"]
 
         def tmax(op, kb):
-            return ((kb - 1) * f[f"{op}_sk"] + (f["L0"] - 1) * f[f"{op}_sl0"] + (f["L1"] - 1) * f[f"{op}_sl1"])
+            return (kb - 1) * f[f"{op}_sk"] + (f["L0"] - 1) * f[f"{op}_sl0"] + (f["L1"] - 1) * f[f"{op}_sl1"]
 
         def smax(op):
             return (gm - 1) * f[f"{op}_sm"] + (gn - 1) * f[f"{op}_sn"] + (gk - 1) * f[f"{op}_sr"]
 
-        a_max = Signal(OFF_BITS + 8, name="a_max")
-        b_max = Signal(OFF_BITS + 8, name="b_max")
-        o_max = Signal(OFF_BITS + 8, name="o_max")
-        m.d.comb += [a_max.eq(f["a_base"] + tmax("a", f["K"]) + smax("a")),
-                     b_max.eq(f["b_base"] + tmax("b", Mux(self.stationary, nload, f["K"])) + smax("b")),
-                     o_max.eq(tmax("o", orows) + (gm - 1) * f["o_sm"] + (gn - 1) * f["o_sn"])]
+        a_max = _exact(m, "a_max", f["a_base"] + tmax("a", f["K"]) + smax("a"))
+        b_max = _exact(m, "b_max", f["b_base"] + tmax("b", Mux(self.stationary, self.loads, f["K"])) + smax("b"))
+        o_max = _exact(m, "o_max", tmax("o", self.out_rows) + (gm - 1) * f["o_sm"] + (gn - 1) * f["o_sn"])
+        route_good = Signal(name="route_good")
+        m.d.comb += route_good.eq(self._dist_ok(m, f, "a") & self._dist_ok(m, f, "b") & self._red_ok(m, f))
         HALF, ACC = geo.unified_half_rows, geo.accum_rows
+        err = Signal(ErrorCode, name="gemm_error")
+        with m.If((f["mode"] > max(Dataflow)) | (grid["ces"] > E) | (f["K"] == 0) | (f["L0"] == 0)
+                  | (f["L1"] == 0)):
+            m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
+        with m.Elif((a_max >= HALF) | (b_max >= HALF)):
+            m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+        with m.Elif(f["o_base"] + o_max >= ACC):
+            m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
+        with m.Elif(flag(f["flags"], Flag.WB) & (f["w_base"] + o_max >= HALF)):
+            m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+        with m.Elif(self._conflict(self.a_off, self.active, False) | self._conflict(self.b_off, self.active, False)
+                    | self._conflict(self.o_off, self.group_active, True)
+                    | ((self.out_rows > 1) & (f["o_sk"] == 0))):
+            m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
+        with m.Elif(~route_good):
+            m.d.comb += err.eq(ErrorCode.ROUTE)
+        return err
 
-        # LOAD / STORE: rows = K * banks, one chunk of `banks` rows per cycle
-        rows_m1 = Signal(24, name="move_rows_m1")
-        m.d.comb += rows_m1.eq((f["K"] << lb) - 1)
-        u_max = Signal(OFF_BITS + 8, name="move_u_max")
-        c_max = Signal(OFF_BITS + 8, name="move_acc_max")
-        m.d.comb += [u_max.eq(f["a_base"] + rows_m1 * f["a_sk"]), c_max.eq(f["o_base"] + rows_m1 * f["o_sk"])]
+    def _move_checks(self, m, f) -> Signal:
+        """The error code of a LOAD / STORE: ``K * banks`` rows, one chunk of ``banks`` rows per cycle."""
+        geo, lb = self._geo, self._cfg.banks.bit_length() - 1
+        rows_m1 = _exact(m, "move_rows_m1", (f["K"] << lb) - 1)
+        u_max = _exact(m, "move_u_max", f["a_base"] + rows_m1 * f["a_sk"])
+        c_max = _exact(m, "move_acc_max", f["o_base"] + rows_m1 * f["o_sk"])
         is_store = f["opcode"] == Opcode.STORE
         # j * s (j < banks) hits distinct banks iff s is odd; reads of one row (s = 0) may share
         u_even = (f["a_sk"][0] == 0) if lb else Const(0)
@@ -201,17 +303,27 @@ class Decoder(wiring.Component):
         c_conf = Signal(name="move_acc_conflict")
         m.d.comb += [u_conf.eq(u_even & (is_store | (f["a_sk"] != 0))),
                      c_conf.eq(c_even & (~is_store | (f["o_sk"] != 0)))]
+        err = Signal(ErrorCode, name="move_error")
+        with m.If(f["K"] == 0):
+            m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
+        with m.Elif(u_max >= geo.unified_half_rows):
+            m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+        with m.Elif(c_max >= geo.accum_rows):
+            m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
+        with m.Elif(u_conf | c_conf):
+            m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
+        return err
 
-        # VEC (gen.design.isa._check_vec): rows = K * V, V = vec_rows rows per cycle
+    def _vec_checks(self, m, f) -> Signal:
+        """The error code of a VEC (:func:`gen.design.isa._check_vec`): ``K * V`` rows, ``V = vec_rows``
+        per cycle."""
+        geo, lb = self._geo, self._cfg.banks.bit_length() - 1
         V = geo.vec_rows
         lv = max(V, 1).bit_length() - 1
-        v_rows_m1 = Signal(24, name="vec_rows_m1")
-        m.d.comb += v_rows_m1.eq((f["K"] << lv) - 1)
-        v_umax = Signal(OFF_BITS + 8, name="vec_u_max")
-        v_amax = Signal(OFF_BITS + 8, name="vec_acc_max")
-        v_wmax = Signal(OFF_BITS + 8, name="vec_w_max")
-        m.d.comb += [v_umax.eq(f["a_base"] + v_rows_m1 * f["a_sk"]), v_amax.eq(f["o_base"] + v_rows_m1 * f["o_sk"]),
-                     v_wmax.eq(f["w_base"] + v_rows_m1 * f["o_sk"])]
+        rows_m1 = _exact(m, "vec_rows_m1", (f["K"] << lv) - 1)
+        v_umax = _exact(m, "vec_u_max", f["a_base"] + rows_m1 * f["a_sk"])
+        v_amax = _exact(m, "vec_acc_max", f["o_base"] + rows_m1 * f["o_sk"])
+        v_wmax = _exact(m, "vec_w_max", f["w_base"] + rows_m1 * f["o_sk"])
 
         def v_conf(s_, writes):
             # j * s (j < V, V | banks) hits V distinct banks iff s mod 2**(lb - lv + 1) != 0
@@ -220,51 +332,21 @@ class Decoder(wiring.Component):
             hit = s_[:lb - lv + 1] == 0
             return hit if writes else hit & (s_ != 0)
 
-        v_wb = f["flags"][1]
+        v_wb = flag(f["flags"], Flag.WB)
         v_hazard = Signal(name="vec_hazard")
         m.d.comb += v_hazard.eq((((f["K"] << lv) > 1) & (f["o_sk"] == 0))
                                 | (v_wb & ~((f["w_base"] == f["a_base"]) & (f["o_sk"] == f["a_sk"]))
                                    & (f["w_base"] <= v_umax) & (f["a_base"] <= v_wmax)))
-
-        err = self.error
-        with m.If(self.pc_overflow):
-            m.d.comb += err.eq(ErrorCode.PC_OVERFLOW)
-        with m.Elif(f["opcode"] > max(Opcode)):
-            m.d.comb += err.eq(ErrorCode.ILLEGAL_OPCODE)
-        with m.Elif(f["opcode"] == Opcode.GEMM):
-            with m.If((f["mode"] > max(Dataflow)) | (ces > E) | (f["K"] == 0) | (f["L0"] == 0) | (f["L1"] == 0)):
-                m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
-            with m.Elif((a_max >= HALF) | (b_max >= HALF)):
-                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-            with m.Elif(f["o_base"] + o_max >= ACC):
-                m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
-            with m.Elif(f["flags"][1] & (f["w_base"] + o_max >= HALF)):
-                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-            with m.Elif(conflict(self.a_off, self.active, False) | conflict(self.b_off, self.active, False)
-                        | conflict(self.o_off, self.group_active, True)
-                        | ((orows > 1) & (f["o_sk"] == 0))):
-                m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
-            with m.Elif(~route_good):
-                m.d.comb += err.eq(ErrorCode.ROUTE)
-        with m.Elif(f["opcode"] == Opcode.VEC):
-            with m.If((f["mode"] > 3) | (f["K"] == 0) | Const(int(V == 0), 1)):
-                m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
-            with m.Elif(v_umax >= HALF):
-                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-            with m.Elif(v_amax >= ACC):
-                m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
-            with m.Elif(v_wb & (v_wmax >= HALF)):
-                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-            with m.Elif(v_conf(f["a_sk"], False) | v_conf(f["o_sk"], True) | v_hazard):
-                m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
-        with m.Elif((f["opcode"] == Opcode.LOAD) | is_store):
-            with m.If(f["K"] == 0):
-                m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
-            with m.Elif(u_max >= HALF):
-                m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-            with m.Elif(c_max >= ACC):
-                m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
-            with m.Elif(u_conf | c_conf):
-                m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
-        assert Flag.WB == 2
-        return m
+        HALF, ACC = geo.unified_half_rows, geo.accum_rows
+        err = Signal(ErrorCode, name="vec_error")
+        with m.If((f["mode"] > max(VecOp)) | (f["K"] == 0) | Const(int(V == 0), 1)):
+            m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
+        with m.Elif(v_umax >= HALF):
+            m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+        with m.Elif(v_amax >= ACC):
+            m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
+        with m.Elif(v_wb & (v_wmax >= HALF)):
+            m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
+        with m.Elif(v_conf(f["a_sk"], False) | v_conf(f["o_sk"], True) | v_hazard):
+            m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
+        return err

@@ -20,6 +20,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from gen.design.config import BF16_BITS, FP32_BITS
+
 __all__ = ["BF16Mul", "FP32Add", "FP32ToBF16", "F32_QNAN", "BF16_QNAN"]
 
 #: canonical quiet NaN of FP32
@@ -49,7 +51,7 @@ class BF16Mul(wiring.Component):
     """
 
     def __init__(self):
-        super().__init__({"a": In(16), "b": In(16), "o": Out(32)})
+        super().__init__({"a": In(BF16_BITS), "b": In(BF16_BITS), "o": Out(FP32_BITS)})
 
     def elaborate(self, platform):
         m = Module()
@@ -134,7 +136,7 @@ class FP32Add(wiring.Component):
     """
 
     def __init__(self):
-        super().__init__({"a": In(32), "b": In(32), "o": Out(32)})
+        super().__init__({"a": In(FP32_BITS), "b": In(FP32_BITS), "o": Out(FP32_BITS)})
 
     def elaborate(self, platform):
         m = Module()
@@ -242,7 +244,7 @@ class FP32ToBF16(wiring.Component):
     """
 
     def __init__(self):
-        super().__init__({"a": In(32), "o": Out(16)})
+        super().__init__({"a": In(FP32_BITS), "o": Out(BF16_BITS)})
 
     def elaborate(self, platform):
         m = Module()

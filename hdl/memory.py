@@ -20,6 +20,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig
+from gen.design.isa import ADDR_BITS
 from gen.errors import ConfigError
 
 
@@ -119,7 +120,8 @@ class AccumMemory(wiring.Component):
     """The accumulation unit's storage: ``banks`` banks of ``accum_rows_per_bank`` rows of
     ``lanes * acc_bits`` bits, one read port (transparent to the bank's write port, so a
     read-modify-write of the row written in the same cycle sees the new value) and one
-    write port per bank. The adders live in :class:`hdl.accum.AccumUnit`.
+    write port per bank. The adders are :class:`hdl.accum.AccumAdd` (gathered with this memory
+    in :class:`hdl.others.AccumUnit`).
 
     Members
     -------
@@ -156,5 +158,5 @@ def check_memory_config(config: FettaConfig) -> None:
     if half * 2 != config.unified_rows_per_bank:
         raise ConfigError(f"{config.unified_kb} KiB gives an odd number of rows per bank "
                           f"({config.unified_rows_per_bank}); ping-pong needs two equal halves", field="unified_kb")
-    if half * config.banks > (1 << 20) or config.accum_rows_per_bank * config.banks > (1 << 20):
-        raise ConfigError("capacity exceeds the 20-bit row addresses of the ISA", field="unified_kb")
+    if half * config.banks > (1 << ADDR_BITS) or config.accum_rows_per_bank * config.banks > (1 << ADDR_BITS):
+        raise ConfigError(f"capacity exceeds the {ADDR_BITS}-bit row addresses of the ISA", field="unified_kb")

@@ -79,7 +79,12 @@ def _forward(m: Module, comp, ports) -> None:
 
 
 class Controller(wiring.Component):
-    """The accelerator without the blocks of :data:`STUBBED` (module docstring)."""
+    """The accelerator without the blocks of :data:`STUBBED` (module docstring), for synthesis.
+
+    Ports: every port of :class:`hdl.top.Fetta` (same name, direction and timing), and
+    ``<part><i>__<port path>`` for every port of every stub, direction flipped (a stub's
+    input is read out, its output driven from outside); all forwarded combinationally.
+    """
 
     def __init__(self, config: FettaConfig):
         E, B = config.num_ces, config.banks
@@ -129,7 +134,12 @@ class Controller(wiring.Component):
 
 
 class AccumUnit(wiring.Component):
-    """The accumulation unit's memory, adders and converters (module docstring)."""
+    """The accumulation unit's memory, adders and converters (module docstring), for synthesis.
+
+    Ports: ``<part>__<port path>`` for every port of every part (``amem``, ``accadd<i>``,
+    ``narrow<i>``, ``widen<i>``), same direction, forwarded combinationally: the adders and
+    converters are combinational, the memory reads one cycle after the address.
+    """
 
     def __init__(self, config: FettaConfig):
         E, B = config.num_ces, config.banks

@@ -13,11 +13,11 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from gen.design.config import BF16_BITS, DATATYPES, DEFAULT, FP32_BITS
+
 from hdl.fp import BF16Mul, FP32Add
 
 __all__ = ["PE", "DATATYPES", "operand_width", "acc_width"]
-
-DATATYPES = ("bf16", "int16")
 
 
 def _check_datatype(datatype, int_width, int_acc_width):
@@ -30,14 +30,14 @@ def _check_datatype(datatype, int_width, int_acc_width):
         raise ValueError(f"int_acc_width must be >= 2 * int_width = {2 * int_width}, not {int_acc_width!r}")
 
 
-def operand_width(datatype: str, int_width: int = 16) -> int:
-    """Bits of one IA/IB operand."""
-    return 16 if datatype == "bf16" else int_width
+def operand_width(datatype: str, int_width: int = DEFAULT.int_width) -> int:
+    """Bits of one IA/IB operand (as :attr:`gen.design.config.FettaConfig.elem_bits`)."""
+    return BF16_BITS if datatype == "bf16" else int_width
 
 
-def acc_width(datatype: str, int_acc_width: int = 48) -> int:
-    """Bits of one Psum."""
-    return 32 if datatype == "bf16" else int_acc_width
+def acc_width(datatype: str, int_acc_width: int = DEFAULT.int_acc_width) -> int:
+    """Bits of one Psum (as :attr:`gen.design.config.FettaConfig.acc_bits`)."""
+    return FP32_BITS if datatype == "bf16" else int_acc_width
 
 
 class PE(wiring.Component):
@@ -100,7 +100,8 @@ class PE(wiring.Component):
         tile's ``last``.
     """
 
-    def __init__(self, *, datatype: str = "bf16", int_width: int = 16, int_acc_width: int = 48):
+    def __init__(self, *, datatype: str = DEFAULT.datatype, int_width: int = DEFAULT.int_width,
+                 int_acc_width: int = DEFAULT.int_acc_width):
         _check_datatype(datatype, int_width, int_acc_width)
         self._datatype = datatype
         self._int_width = int_width

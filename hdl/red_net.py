@@ -8,10 +8,11 @@ topology, numbering and control conventions are those of :mod:`sim.net_model`;
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, unsigned
+from amaranth import Cat, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from gen.design.config import DATATYPES, FP32_BITS
 from gen.errors import ConfigError
 
 from hdl.dist_net import _check_ports_lanes, transpose_rows, transpose_valid
@@ -32,7 +33,14 @@ class SwitchMode(enum.Enum, shape=2):
     ADD_RIGHT = 3
 
 
-DATATYPES = ("bf16", "int16")
+#: bits of one switch's mode in a mode word
+MODE_BITS = Shape.cast(SwitchMode).width
+
+
+def mode_word_bits(ports: int) -> int:
+    """Bits of the mode word of an N-port network: ``N/2`` switches on each of ``log2(N)`` levels."""
+    return ports // 2 * (ports.bit_length() - 1) * MODE_BITS
+
 
 
 def _check_switch(lanes, datatype, width) -> None:
@@ -42,8 +50,8 @@ def _check_switch(lanes, datatype, width) -> None:
     for name, value in (("lanes", lanes), ("width", width)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"adder switch: must be a positive integer, got {value!r}", field=name)
-    if datatype == "bf16" and width != 32:
-        raise ConfigError(f"adder switch: bf16 accumulates in FP32, width must be 32, got {width!r}",
+    if datatype == "bf16" and width != FP32_BITS:
+        raise ConfigError(f"adder switch: bf16 accumulates in FP32, width must be {FP32_BITS}, got {width!r}",
                           field="width")
 
 
@@ -151,7 +159,7 @@ class RedNet(wiring.Component):
         Psums, port ``p`` = CE ``p``.
     i_valid : In(ports)
         Per-port valid; it travels (and is summed as "present") with the data.
-    mode : In(ports // 2 * log2(ports) * 2)
+    mode : In(mode_word_bits(ports)) = In(ports // 2 * log2(ports) * MODE_BITS)
         Default modes (``mode_vec``) of every switch, see above.
     bank_idx : In(log2(ports))
     transpose : In(1)
@@ -174,7 +182,7 @@ class RedNet(wiring.Component):
         super().__init__({
             "i_data": In(rows),
             "i_valid": In(ports),
-            "mode": In(ports // 2 * self._n * 2),
+            "mode": In(mode_word_bits(ports)),
             "bank_idx": In(self._n),
             "transpose": In(1),
             "o_data": Out(rows),
@@ -196,7 +204,7 @@ class RedNet(wiring.Component):
         m = Module()
         N, L, W, n = self._ports, self._lanes, self._width, self._n
         half = N // 2
-        mbits = half * 2
+        mbits = half * MODE_BITS
         flat = self.i_data.as_value()
         cur = [flat[p * L * W:(p + 1) * L * W] for p in range(N)]
         cur_v = [self.i_valid[p] for p in range(N)]
@@ -213,7 +221,7 @@ class RedNet(wiring.Component):
                 m.submodules[f"sw{s}_{p}"] = sw
                 m.d.comb += [sw.a.eq(cur[lo]), sw.a_valid.eq(cur_v[lo]),
                              sw.b.eq(cur[hi]), sw.b_valid.eq(cur_v[hi]),
-                             sw.mode.as_value().eq(mode_word[2 * p:2 * p + 2] ^ bank_word[0])]
+                             sw.mode.as_value().eq(mode_word[MODE_BITS * p:MODE_BITS * (p + 1)] ^ bank_word[0])]
                 m.d.sync += [nxt[lo].eq(sw.l), nxt_v[lo].eq(sw.l_valid),
                              nxt[hi].eq(sw.r), nxt_v[hi].eq(sw.r_valid)]
             rest = n - 1 - s
@@ -243,4 +251,4 @@ def red_net(config) -> RedNet:
     return RedNet(ports=config.net_ports, lanes=config.lanes, datatype=config.datatype, width=config.acc_bits)
 
 
-__all__ = ["SwitchMode", "AdderSwitch", "RedNet", "red_net"]
+__all__ = ["SwitchMode", "MODE_BITS", "mode_word_bits", "AdderSwitch", "RedNet", "red_net"]

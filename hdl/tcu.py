@@ -15,7 +15,7 @@ ia_rows, ib_rows : In(lanes * elem_bits).array(ports)
     stream flags ``ia_go`` (an IA vector), ``ib_go`` (OS: the IB vector; IS/WS: an IB load),
     ``first``/``last`` (OS tile bounds), ``swap`` (IS/WS first vector), ``ib_index`` (load index).
     The networks register them: the CEs see them in ``t + 1``.
-mode : In(CEMode), red_mode : In(...), log_gk : In(3), active : In(num_ces)
+mode : In(CEMode), red_mode : In(mode_word_bits(ports)), log_gk : In(LOG_GRID_BITS), active : In(num_ces)
     Quasi-static for the whole instruction.
 red : Out(lanes * acc_bits).array(num_ces), red_valid : Out(1)
     Group ``g``'s sum (``red[g]``) of the CE output of cycle ``u`` appears in
@@ -28,13 +28,21 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig, check_accelerator
+from gen.design.isa import LOG_GRID_BITS
 
 from hdl.ce import CE, CEMode
 from hdl.dist_net import DistNet
-from hdl.red_net import RedNet
+from hdl.red_net import RedNet, mode_word_bits
 
 
 class TCU(wiring.Component):
+    """The tensor contraction unit of ``config`` (module docstring: ports and timing).
+
+    Rows entering in cycle ``t`` reach the CEs in ``t + 1`` (the distribution networks'
+    register); a group's reduced Psum row leaves ``log2(ports)`` cycles after its CEs
+    emitted it (``red``, ``red_valid``).
+    """
+
     def __init__(self, config: FettaConfig):
 
         check_accelerator(config)
@@ -46,7 +54,7 @@ class TCU(wiring.Component):
             "a_sel": In(N * n), "b_sel": In(N * n), "a_bidx": In(n), "b_bidx": In(n),
             "ia_go": In(1), "ib_go": In(1), "first": In(1), "last": In(1), "swap": In(1),
             "ib_index": In(range(L)),
-            "mode": In(CEMode), "red_mode": In(N // 2 * n * 2), "log_gk": In(3), "active": In(E),
+            "mode": In(CEMode), "red_mode": In(mode_word_bits(N)), "log_gk": In(LOG_GRID_BITS), "active": In(E),
             "red": Out(L * config.acc_bits).array(E), "red_valid": Out(1),
         })
 

@@ -29,8 +29,8 @@ the 16-bit scalar field read as a signed integer; ADD, AXPY and SCALE wrap to
 
 Ports
 -----
-op : In(2)           operation code (table above), sampled with the operands
-scalar : In(16)      the scalar ``a`` (bfloat16 bits, or a signed 16-bit integer)
+op : In(VecOp)       operation code (table above), sampled with the operands
+scalar : In(SCALAR_BITS)  the scalar ``a`` (bfloat16 bits, or a signed 16-bit integer)
 valid : In(1)        the operands are valid this cycle
 x : In(lanes * elem_bits)   bfloat16 / integer elements, lane ``i`` at bits ``[i*eb, (i+1)*eb)``
 y : In(lanes * acc_bits)    FP32 / integer accumulators
@@ -47,15 +47,12 @@ end of that cycle, so the long path is ``p1`` -> FP32Add -> FP32ToBF16 -> memory
 the same as the accumulation unit's ``AccumAdd`` -> ``Narrow`` path.
 """
 
-import enum
-
-import numpy as np
 from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig
-from gen.design.isa import BF16_ONE, VecOp, vector_rows
+from gen.design.isa import BF16_ONE, SCALAR_BITS, VecOp, vector_rows
 from gen.errors import ConfigError
 
 from hdl.fp import F32_QNAN, BF16Mul, FP32Add, FP32ToBF16
@@ -78,6 +75,19 @@ def vec_rows(config: FettaConfig) -> int:
 
 
 class VectorUnit(wiring.Component):
+    """``lanes`` vector lanes (module docstring: operations, ports and timing).
+
+    Parameters
+    ----------
+    config : FettaConfig
+        ``datatype``, ``elem_bits``, ``acc_bits``.
+    lanes : int, optional
+        Lanes (default ``config.vector_lanes``); the top uses ``vec_rows * lanes``.
+
+    Ports: ``op``, ``scalar``, ``valid``, ``x``, ``y`` in; ``o``, ``o_narrow``, ``o_valid`` out,
+    valid one cycle after the operands (one pipeline register), one set of operands per cycle.
+    """
+
     def __init__(self, config: FettaConfig, *, lanes: int | None = None):
         if not isinstance(config, FettaConfig):
             raise TypeError(f"config must be a FettaConfig, got {type(config).__name__}")
@@ -87,7 +97,7 @@ class VectorUnit(wiring.Component):
         self._cfg = config
         self.lanes = lanes
         super().__init__({
-            "op": In(2), "scalar": In(16), "valid": In(1),
+            "op": In(VecOp), "scalar": In(SCALAR_BITS), "valid": In(1),
             "x": In(lanes * config.elem_bits), "y": In(lanes * config.acc_bits),
             "o": Out(lanes * config.acc_bits), "o_narrow": Out(lanes * config.elem_bits), "o_valid": Out(1),
         })
@@ -97,12 +107,12 @@ class VectorUnit(wiring.Component):
         cfg = self._cfg
         EB, AB = cfg.elem_bits, cfg.acc_bits
         is_float = cfg.datatype == "bf16"
-        p1_op = Signal(2, name="p1_op")
+        p1_op = Signal(VecOp, name="p1_op")
         p1_valid = Signal(name="p1_valid")
         m.d.sync += [p1_op.eq(self.op), p1_valid.eq(self.valid)]
         m.d.comb += self.o_valid.eq(p1_valid)
         # ADD multiplies by one so that ADD and AXPY share the datapath
-        mul_b = Signal(16, name="mul_b")
+        mul_b = Signal(SCALAR_BITS, name="mul_b")
         m.d.comb += mul_b.eq(Mux(self.op == VecOp.ADD, BF16_ONE if is_float else 1, self.scalar))
         for i in range(self.lanes):
             x = self.x[i * EB:(i + 1) * EB]
@@ -129,7 +139,7 @@ class VectorUnit(wiring.Component):
                 sum_ = add.o
             else:
                 # the assignment sign-extends (or wraps) the signed product to acc_bits
-                prod = Signal(signed(EB + 16), name=f"prod{i}")
+                prod = Signal(signed(EB + SCALAR_BITS), name=f"prod{i}")
                 m.d.comb += prod.eq(x.as_signed() * mul_b.as_signed())
                 m.d.sync += p1_prod.eq(prod)
                 sum_ = (p1_y + p1_prod)[:AB]

@@ -27,6 +27,10 @@ from typing import Any, Iterable, Mapping
 from gen.errors import ConfigError
 
 DATATYPES = ("bf16", "int16")
+#: bits of a bfloat16 element (operands of the ``bf16`` datatype)
+BF16_BITS = 16
+#: bits of an FP32 element (accumulators of the ``bf16`` datatype)
+FP32_BITS = 32
 
 
 def _is_pow2(x: int) -> bool:
@@ -97,12 +101,12 @@ class FettaConfig:
     @property
     def elem_bits(self) -> int:
         """Width of one stored operand element (bits)."""
-        return 16 if self.datatype == "bf16" else self.int_width
+        return BF16_BITS if self.datatype == "bf16" else self.int_width
 
     @property
     def acc_bits(self) -> int:
         """Width of one accumulator element (bits)."""
-        return 32 if self.datatype == "bf16" else self.int_acc_width
+        return FP32_BITS if self.datatype == "bf16" else self.int_acc_width
 
     @property
     def unified_rows_per_bank(self) -> int:
@@ -271,4 +275,5 @@ def check_accelerator(config: FettaConfig) -> None:
                           f"got {config.net_ports}", field="net_ports")
 
 
-__all__ = ["FettaConfig", "DEFAULT", "DATATYPES", "load_config", "check_accelerator", "parse_overrides", "read_toml", "field"]
+__all__ = ["FettaConfig", "DEFAULT", "DATATYPES", "BF16_BITS", "FP32_BITS", "load_config", "check_accelerator",
+           "parse_overrides", "read_toml", "field"]

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Iterable, Sequence
 
@@ -44,12 +43,25 @@ from gen.design.netsem import dist_sources, effective_ctrl, log2_exact, red_symb
 from gen.design.routing import RoutingError, route_dist, route_red
 from gen.errors import FettaError
 
+#: bits of one instruction word
 INSTR_BITS = 1024
 #: bits of each network control word in an instruction (net_ports <= 16: 16 x 4 bits)
 NET_WORD_BITS = 64
+#: bits of a row address field (``*_base``); every row address of either memory fits it
 ADDR_BITS = 20
+#: bits of an address stride field (``*_s<level>``)
 STRIDE_BITS = 16
+#: bits of a loop bound field (``K``, ``L0``, ``L1``) and of the counters that walk it
 BOUND_BITS = 16
+#: bits of each of ``log_gm``, ``log_gn``, ``log_gk`` (grid sides up to ``2**(2**LOG_GRID_BITS - 1)``)
+LOG_GRID_BITS = 3
+#: bits of the ``VEC`` scalar field (bfloat16 bits, or a signed integer in the int datatype)
+SCALAR_BITS = 16
+#: bits of the host port's row address: wider than :data:`ADDR_BITS`, so that an address
+#: beyond either memory reaches the range check instead of wrapping into it
+HOST_ADDR_BITS = 32
+#: bits of the accelerator's run cycle counter (the ``cycles`` status output)
+CYCLE_BITS = 32
 
 
 class Opcode(enum.IntEnum):
@@ -162,7 +174,8 @@ class ErrorCode(enum.IntEnum):
 #: output ``o`` the ``k`` slot is the stride between the CE's result rows.
 LEVELS = ("k", "l0", "l1", "m", "n", "r")
 _FIELDS: list[tuple[str, int]] = [
-    ("opcode", 4), ("flags", 4), ("mode", 3), ("log_gm", 3), ("log_gn", 3), ("log_gk", 3),
+    ("opcode", 4), ("flags", 4), ("mode", 3),
+    ("log_gm", LOG_GRID_BITS), ("log_gn", LOG_GRID_BITS), ("log_gk", LOG_GRID_BITS),
     ("K", BOUND_BITS), ("L0", BOUND_BITS), ("L1", BOUND_BITS),
 ]
 for _op in ("a", "b", "o"):
@@ -173,7 +186,7 @@ _FIELDS.append(("w_base", ADDR_BITS))
 # reduction mode_vec (gen.design.routing port_value() packing); 0 = computed by gemm()
 _FIELDS += [("a_sel", NET_WORD_BITS), ("b_sel", NET_WORD_BITS), ("red_mode", NET_WORD_BITS)]
 # VEC: the scalar operand ``a`` (bfloat16 bits, or a signed 16-bit integer in the int datatype)
-_FIELDS.append(("scalar", 16))
+_FIELDS.append(("scalar", SCALAR_BITS))
 # LOAD / STORE reuse: src = a_base / a_sk (stride per row), dst = o_base / o_sk, count = K chunks
 LAYOUT: dict[str, tuple[int, int]] = {}
 _pos = 0
@@ -589,7 +602,7 @@ def _check_vec(ins: Instr, geo: Geometry) -> ErrorCode:
     unified write range that overlaps the read range unless it is the same rows
     (``w_base == a_base`` and ``o_sk == a_sk``: each row is read before it is written)."""
     V = geo.vec_rows
-    if ins.mode > 3 or ins.K == 0 or V == 0:
+    if ins.mode > max(VecOp) or ins.K == 0 or V == 0:
         return ErrorCode.BAD_SHAPE
     rows = ins.K * V
     umax = ins.a_base + (rows - 1) * ins.a_sk
@@ -667,11 +680,13 @@ def gemm_macs(ins: Instr, geo: Geometry) -> int:
     return ins.gm * ins.gn * ins.gk * ins.L0 * ins.L1 * ins.K * geo.ce_rows * geo.ce_cols
 
 
-__all__ = ["INSTR_BITS", "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "Instr", "IsaError", "decode",
-           "nop", "halt", "sync", "gemm", "vec", "VEC_OPS", "VEC_TAIL", "vector_rows", "with_routes", "route_ok", "stationary", "horizontal", "CE_MODE", "CEMode", "VecOp", "BF16_ONE",
-           "out_rows", "loads", "vec_delay", "last_issue", "gemm_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check", "ce_offsets",
-           "group_offsets", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles", "gemm_macs",
-           "replace", "field"]
+__all__ = ["INSTR_BITS", "ADDR_BITS", "STRIDE_BITS", "BOUND_BITS", "LOG_GRID_BITS", "SCALAR_BITS", "HOST_ADDR_BITS",
+           "CYCLE_BITS", "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "Instr", "IsaError", "decode", "nop",
+           "halt", "sync", "gemm", "vec", "VEC_OPS", "VEC_TAIL", "vector_rows", "with_routes", "route_ok",
+           "stationary", "horizontal", "CE_MODE", "CEMode", "VecOp", "BF16_ONE", "out_rows", "loads", "vec_delay",
+           "last_issue", "gemm_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check",
+           "ce_offsets", "group_offsets", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles",
+           "gemm_macs", "replace", "field"]
 
 
 # --- costing before an instruction exists (the compiler's mappings, the dense tiler's passes) ---

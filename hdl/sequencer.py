@@ -1,0 +1,262 @@
+"""Address sequencers of the controller: the counters that walk an instruction's loops.
+
+:class:`hdl.top.Fetta` starts one of them in the CHECK cycle of an instruction (``start``)
+and leaves the execution state when it reports the end. Each holds the loop counters
+and the temporal part of the row addresses (``base + temporal``); the top adds the
+spatial offsets and routes the rows to the memory banks.
+
+* :class:`GemmIssue`: the GEMM's tile loops on the issue side (IA / IB vectors and
+  IB loads), with the stream flags the TCU needs;
+* :class:`OutputSequencer`: the GEMM's output rows, one per beat of the reduction network;
+* :class:`ChunkSequencer`: ``LOAD`` / ``STORE`` and ``VEC``: ``rows`` rows per cycle,
+  ``K`` cycles, with the addresses delayed along the datapath's pipeline.
+
+Every input but ``start`` (and ``valid`` of :class:`OutputSequencer`) is quasi-static:
+the decoder's fields of the instruction, held for its whole execution. Addresses are
+:data:`gen.design.isa.ADDR_BITS` wide and wrap there; the decoder's checks guarantee
+that every address an instruction uses fits.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from gen.design.config import FettaConfig
+from gen.design.isa import ADDR_BITS, BOUND_BITS, STRIDE_BITS
+
+__all__ = ["GemmIssue", "OutputSequencer", "ChunkSequencer", "tile_step_shape"]
+
+
+def tile_step_shape(config: FettaConfig) -> range:
+    """Shape of the per-tile constants ``loads`` and ``vec_delay`` (at most ``max(ce_rows, ce_cols)``)."""
+    return range(max(config.ce_rows, config.ce_cols) + 1)
+
+
+def _strides(op: str, levels: tuple[str, ...]) -> dict[str, In]:
+    return {f"{op}_s{lv}": In(STRIDE_BITS) for lv in levels}
+
+
+class GemmIssue(wiring.Component):
+    """Issue side of a GEMM: which vector every cycle of a tile reads, and where.
+
+    A tile takes ``period`` cycles (:func:`gen.design.isa.tile_period`): OS streams ``K``
+    IA and ``K`` IB vectors from its first cycle; IS/WS makes ``loads`` IB loads from
+    its first cycle and ``K`` IA vectors from cycle ``vec_delay``. The tiles run
+    ``l0`` inner, ``l1`` outer; the temporal address of operand ``x`` is
+    ``x_base + l1 * x_sl1 + l0 * x_sl0 + k * x_sk`` (``k`` counts that operand's vectors).
+
+    Ports
+    -----
+    start : In(1)
+        Load the bases and start the first tile in the next cycle (the GEMM's CHECK cycle).
+    K, L0, L1 : In(BOUND_BITS); stationary : In(1); loads, vec_delay : In(tile_step_shape)
+        Loop bounds and the dataflow's tile shape (decoder outputs).
+    a_base, b_base : In(ADDR_BITS); a_sk, a_sl0, a_sl1, b_sk, b_sl0, b_sl1 : In(STRIDE_BITS)
+    issuing : Out(1)
+        The tile loops run; cleared after the last cycle of the last tile.
+    a_row, b_row : Out(ADDR_BITS)
+        Temporal row address of this cycle's IA / IB access (registers).
+    ia_go, ib_go, first, last, swap : Out(1); ib_index : Out(range(lanes)); a_bidx, b_bidx : Out(range(banks))
+        This cycle's stream flags and the bank index of the temporal addresses, registered:
+        they are valid **one cycle later**, with the memory's read data (the TCU's inputs
+        of the same names, see :class:`hdl.tcu.TCU`).
+    """
+
+    def __init__(self, config: FettaConfig):
+        self._rows = config.ce_rows
+        steps = tile_step_shape(config)
+        super().__init__({
+            "start": In(1), "stationary": In(1), "loads": In(steps), "vec_delay": In(steps),
+            "K": In(BOUND_BITS), "L0": In(BOUND_BITS), "L1": In(BOUND_BITS),
+            "a_base": In(ADDR_BITS), "b_base": In(ADDR_BITS),
+            **_strides("a", ("k", "l0", "l1")), **_strides("b", ("k", "l0", "l1")),
+            "issuing": Out(1), "a_row": Out(ADDR_BITS), "b_row": Out(ADDR_BITS),
+            "ia_go": Out(1), "ib_go": Out(1), "first": Out(1), "last": Out(1), "swap": Out(1),
+            "ib_index": Out(range(config.lanes)),
+            "a_bidx": Out(range(config.banks)), "b_bidx": Out(range(config.banks)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        K, st, vdelay, nload = self.K, self.stationary, self.vec_delay, self.loads
+        # vec_delay + K needs one bit more than a bound
+        period = Signal(BOUND_BITS + 1, name="period")
+        with m.If(st):
+            m.d.comb += period.eq(Mux(nload > vdelay + K, nload, vdelay + K))
+        with m.Else():
+            m.d.comb += period.eq(Mux(K > self._rows, K, self._rows))
+
+        pcnt = Signal(BOUND_BITS + 1, name="pcnt")     # cycle within the tile
+        vidx = Signal(BOUND_BITS + 1, name="vidx")     # IS/WS: IA vector within the tile
+        a_go = Signal(name="a_go")
+        b_go = Signal(name="b_go")
+        issuing = self.issuing
+        m.d.comb += [vidx.eq(pcnt - vdelay),
+                     a_go.eq(issuing & Mux(st, (pcnt >= vdelay) & (pcnt < vdelay + K), pcnt < K)),
+                     b_go.eq(issuing & Mux(st, pcnt < nload, pcnt < K))]
+        m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(pcnt == 0),
+                     self.last.eq(pcnt == K - 1), self.swap.eq(vidx == 0),
+                     self.ib_index.eq(pcnt[:len(self.ib_index)]),
+                     self.a_bidx.eq(self.a_row[:len(self.a_bidx)]), self.b_bidx.eq(self.b_row[:len(self.b_bidx)])]
+
+        l0 = Signal(BOUND_BITS, name="l0")
+        l1 = Signal(BOUND_BITS, name="l1")
+        # per operand: start of the l1 iteration, of the tile, and this cycle's row
+        rows = {op: (Signal(ADDR_BITS, name=f"t{op}_l1"), Signal(ADDR_BITS, name=f"t{op}_t"), row)
+                for op, row in (("a", self.a_row), ("b", self.b_row))}
+        go = {"a": a_go, "b": b_go}
+        with m.If(self.start):
+            m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0)]
+            for op, regs in rows.items():
+                m.d.sync += [r.eq(getattr(self, f"{op}_base")) for r in regs]
+        with m.Elif(issuing):
+            m.d.sync += pcnt.eq(pcnt + 1)
+            for op, (_, _, row) in rows.items():
+                with m.If(go[op]):
+                    m.d.sync += row.eq(row + getattr(self, f"{op}_sk"))
+            with m.If(pcnt == period - 1):
+                m.d.sync += pcnt.eq(0)
+                with m.If(l0 == self.L0 - 1):
+                    m.d.sync += [l0.eq(0), l1.eq(l1 + 1)]
+                    for op, (r_l1, r_t, row) in rows.items():
+                        nxt = r_l1 + getattr(self, f"{op}_sl1")
+                        m.d.sync += [r_l1.eq(nxt), r_t.eq(nxt), row.eq(nxt)]
+                    with m.If(l1 == self.L1 - 1):
+                        m.d.sync += issuing.eq(0)
+                with m.Else():
+                    m.d.sync += l0.eq(l0 + 1)
+                    for op, (_, r_t, row) in rows.items():
+                        nxt = r_t + getattr(self, f"{op}_sl0")
+                        m.d.sync += [r_t.eq(nxt), row.eq(nxt)]
+        return m
+
+
+class OutputSequencer(wiring.Component):
+    """Output rows of a GEMM, in the order the reduction network delivers them.
+
+    Every ``valid`` beat is one result row of every group: row ``r`` of tile
+    ``(l1, l0)`` goes to ``o_base + l1 * o_sl1 + l0 * o_sl0 + r * o_sk`` (plus the group's
+    spatial offset, added by the top). A tile has ``rows`` result rows
+    (:func:`gen.design.isa.out_rows`).
+
+    Ports
+    -----
+    start : In(1)
+        Restart at row 0 of the first tile (the GEMM's CHECK cycle); wins over ``valid``.
+    valid : In(1)
+        A result row arrives (the reduction network's ``red_valid``).
+    rows, L0, L1 : In(BOUND_BITS); o_base : In(ADDR_BITS); o_sk, o_sl0, o_sl1 : In(STRIDE_BITS)
+    row : Out(ADDR_BITS)
+        Temporal output row address of this cycle's beat (register).
+    final : Out(1)
+        This beat is the GEMM's last row (combinational on ``valid``).
+    later_l0 : Out(1)
+        This beat belongs to a tile with ``l0 > 0`` (for ``ACC_L0``).
+    """
+
+    def __init__(self, config: FettaConfig):
+        super().__init__({
+            "start": In(1), "valid": In(1), "rows": In(BOUND_BITS), "L0": In(BOUND_BITS), "L1": In(BOUND_BITS),
+            "o_base": In(ADDR_BITS), **_strides("o", ("k", "l0", "l1")),
+            "row": Out(ADDR_BITS), "final": Out(1), "later_l0": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        d_row = Signal(BOUND_BITS, name="d_row")
+        to_l0 = Signal(BOUND_BITS, name="to_l0")
+        to_l1 = Signal(BOUND_BITS, name="to_l1")
+        to_l1a = Signal(ADDR_BITS, name="to_l1a")     # start of the l1 iteration
+        to_t = Signal(ADDR_BITS, name="to_t")         # start of the tile
+        to_r = self.row
+        last_row = d_row == self.rows - 1
+        m.d.comb += [self.final.eq(self.valid & last_row & (to_l0 == self.L0 - 1) & (to_l1 == self.L1 - 1)),
+                     self.later_l0.eq(to_l0 != 0)]
+        with m.If(self.start):
+            m.d.sync += [d_row.eq(0), to_l0.eq(0), to_l1.eq(0),
+                         to_l1a.eq(self.o_base), to_t.eq(self.o_base), to_r.eq(self.o_base)]
+        with m.Elif(self.valid):
+            m.d.sync += [d_row.eq(d_row + 1), to_r.eq(to_r + self.o_sk)]
+            with m.If(last_row):
+                m.d.sync += d_row.eq(0)
+                with m.If(to_l0 == self.L0 - 1):
+                    nxt = to_l1a + self.o_sl1
+                    m.d.sync += [to_l0.eq(0), to_l1.eq(to_l1 + 1), to_l1a.eq(nxt), to_t.eq(nxt), to_r.eq(nxt)]
+                with m.Else():
+                    nxt = to_t + self.o_sl0
+                    m.d.sync += [to_l0.eq(to_l0 + 1), to_t.eq(nxt), to_r.eq(nxt)]
+        return m
+
+
+class ChunkSequencer(wiring.Component):
+    """``chunks`` cycles of ``rows`` rows each: the row walk of ``LOAD`` / ``STORE`` and ``VEC``.
+
+    Row ``i = c * rows + j`` (chunk ``c``, ``j < rows``) of the instruction is unified row
+    ``u_base + i * u_stride`` and accumulation row ``a_base + i * a_stride``; chunk ``c``
+    is issued in the ``c``-th cycle after ``start``. The datapath behind it is a pipeline
+    of ``stages`` registers, so the sequencer delays the chunk's addresses and flags with
+    it: index ``s`` of ``valid``, ``last``, ``u_addr`` and ``a_addr`` is the chunk issued
+    ``s`` cycles ago (``s = 0``: this cycle's, combinational on the counters).
+
+    Parameters
+    ----------
+    rows : int
+        Rows per chunk, a power of two (``banks`` for a move, ``vec_rows`` for ``VEC``).
+    stages : int
+        Pipeline depth after the issue (1 for a move, 2 for ``VEC``).
+
+    Ports
+    -----
+    start : In(1)
+        Load the bases (the instruction's CHECK cycle); chunk 0 is issued in the next cycle.
+    chunks : In(BOUND_BITS); u_base, a_base : In(ADDR_BITS); u_stride, a_stride : In(STRIDE_BITS)
+    valid, last : Out(1).array(stages + 1)
+        A chunk is at stage ``s``; it is the instruction's last one.
+    u_addr, a_addr : Out(ADDR_BITS).array(stages + 1, rows)
+        The unified / accumulation row address of row ``j`` of the chunk at stage ``s``.
+    """
+
+    def __init__(self, *, rows: int, stages: int):
+        if not isinstance(rows, int) or rows < 1 or rows & (rows - 1):
+            raise ValueError(f"rows must be a power of two, not {rows!r}")
+        if not isinstance(stages, int) or stages < 0:
+            raise ValueError(f"stages must be a non-negative integer, not {stages!r}")
+        self._rows, self._stages = rows, stages
+        super().__init__({
+            "start": In(1), "chunks": In(BOUND_BITS), "u_base": In(ADDR_BITS), "a_base": In(ADDR_BITS),
+            "u_stride": In(STRIDE_BITS), "a_stride": In(STRIDE_BITS),
+            "valid": Out(1).array(stages + 1), "last": Out(1).array(stages + 1),
+            "u_addr": Out(ADDR_BITS).array(stages + 1, rows), "a_addr": Out(ADDR_BITS).array(stages + 1, rows),
+        })
+
+    @property
+    def busy(self):
+        """Chunks are being issued (``valid[0]``)."""
+        return self.valid[0]
+
+    def elaborate(self, platform):
+        m = Module()
+        rows, lr = self._rows, self._rows.bit_length() - 1
+        busy = self.busy
+        count = Signal(BOUND_BITS, name="count")
+        u_base = Signal(ADDR_BITS, name="u_base")
+        a_base = Signal(ADDR_BITS, name="a_base")
+        m.d.comb += self.last[0].eq(busy & (count == self.chunks - 1))
+        for j in range(rows):
+            m.d.comb += [self.u_addr[0][j].eq(u_base + j * self.u_stride),
+                         self.a_addr[0][j].eq(a_base + j * self.a_stride)]
+        for s in range(1, self._stages + 1):
+            m.d.sync += [self.valid[s].eq(self.valid[s - 1]), self.last[s].eq(self.last[s - 1])]
+            for j in range(rows):
+                m.d.sync += [self.u_addr[s][j].eq(self.u_addr[s - 1][j]),
+                             self.a_addr[s][j].eq(self.a_addr[s - 1][j])]
+        with m.If(self.start):
+            m.d.sync += [busy.eq(1), count.eq(0), u_base.eq(self.u_base), a_base.eq(self.a_base)]
+        with m.Elif(busy):
+            m.d.sync += [count.eq(count + 1), u_base.eq(u_base + (self.u_stride << lr)),
+                         a_base.eq(a_base + (self.a_stride << lr))]
+            with m.If(self.last[0]):
+                m.d.sync += busy.eq(0)
+        return m
