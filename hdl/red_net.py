@@ -12,6 +12,7 @@ from amaranth import Cat, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from gen.design import netsem
 from gen.design.config import DATATYPES, FP32_BITS
 from gen.errors import ConfigError
 
@@ -20,17 +21,18 @@ from hdl.fp import FP32Add
 
 
 class SwitchMode(enum.Enum, shape=2):
-    """2-bit mode of an :class:`AdderSwitch`. Bit 0 picks the side, so XORing a bank-index
-    bit into it (section V-D) mirrors the switch: pass <-> swap, add-left <-> add-right."""
+    """2-bit mode of an :class:`AdderSwitch`; the values are those of the network semantics
+    (:mod:`gen.design.netsem`). Bit 0 picks the side, so XORing a bank-index bit into it
+    (section V-D) mirrors the switch: pass <-> swap, add-left <-> add-right."""
 
     #: left input -> left output, right -> right
-    PASS = 0
+    PASS = netsem.PASS
     #: left input -> right output, right -> left
-    SWAP = 1
+    SWAP = netsem.SWAP
     #: sum -> left output; right output empty (zero, invalid)
-    ADD_LEFT = 2
+    ADD_LEFT = netsem.ADD_LEFT
     #: sum -> right output; left output empty (zero, invalid)
-    ADD_RIGHT = 3
+    ADD_RIGHT = netsem.ADD_RIGHT
 
 
 #: bits of one switch's mode in a mode word
@@ -40,7 +42,6 @@ MODE_BITS = Shape.cast(SwitchMode).width
 def mode_word_bits(ports: int) -> int:
     """Bits of the mode word of an N-port network: ``N/2`` switches on each of ``log2(N)`` levels."""
     return ports // 2 * (ports.bit_length() - 1) * MODE_BITS
-
 
 
 def _check_switch(lanes, datatype, width) -> None:

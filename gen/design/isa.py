@@ -71,12 +71,12 @@ class Opcode(enum.IntEnum):
     GEMM = 3
     LOAD = 4
     STORE = 5
-    #: elementwise vector operation (``hdl.vector.VecOp`` in ``mode``), see :func:`vec`
+    #: elementwise vector operation (``VecOp`` in ``mode``), see :func:`vec`
     VEC = 6
 
 
 class Dataflow(enum.IntEnum):
-    """The ``mode`` field: the CE mapping (:class:`hdl.ce.CEMode`) every active CE runs.
+    """The ``mode`` field: the CE mapping (:class:`gen.design.isa.CEMode`) every active CE runs.
 
     ``OS``/``OS_BA``: output stationary (K IA + IB vectors per tile, R rows drained).
     ``WS``/``IS``/``WS_H``/``IS_H``: stationary IB tile (R loads from the ``b`` stream),
