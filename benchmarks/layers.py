@@ -49,7 +49,8 @@ def measure(spec, phase, config):
     return dict(floor=floor, bound=bound, cycles=ex.cycles, compute=ex.compute_cycles, stall=ex.dram_stall_cycles, macs=prog.macs,
                 util=prog.macs / (ex.cycles * config.macs), cutil=prog.macs / (ex.compute_cycles * config.macs),
                 onchip=prog.onchip_bytes, dram=prog.dram_bytes, relayouts=prog.relayouts,
-                relayout_bytes=prog.relayout_bytes, runs=len(prog.runs), err=err,
+                relayout_bytes=prog.relayout_bytes, runs=len(prog.runs), err=err, transposes=prog.transposes,
+                dataflows=", ".join(f"{k} {v}" for k, v in sorted(prog.dataflows().items())),
                 model_dev=abs(model.cycles - ex.cycles) / ex.cycles, seconds=time.perf_counter() - t0)
 
 
@@ -65,13 +66,14 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     config = FettaConfig()
     lines = ["| layer | phase | cycles | compute cycles | DRAM stall cycles | MACs | utilization | compute utilization | "
-             "on-chip KiB | DRAM KiB | DRAM floor KiB | DRAM-floor bound | re-layouts (KiB) | runs | model vs emulator | "
-             "max rel. err | compile + emulator s |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "on-chip KiB | DRAM KiB | DRAM floor KiB | DRAM-floor bound | re-layouts (KiB) | dataflows (steps) | transposes | "
+             "runs | model vs emulator | max rel. err | compile + emulator s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in args.layers.split(","):
         spec = load_spec(HERE / "layers" / f"{name}.json")
         for phase in args.phases.split(","):
             if spec.format == "dense":
-                lines.append(f"| {spec.name} | {phase} | see docs/accelerator.md (dense GEMM tiler) |" + " |" * 16)
+                lines.append(f"| {spec.name} | {phase} | see docs/accelerator.md (dense GEMM tiler) |" + " |" * 18)
                 break
             try:
                 r = measure(spec, phase, config)
@@ -79,13 +81,14 @@ def main(argv=None) -> int:
                 msg = str(e)
                 if " does not fit" in msg:      # drop the mode lists of the step: keep where and why
                     msg = msg[:msg.find(" (")] + msg[msg.find(" does not fit"):]
-                lines.append(f"| {spec.name} | {phase} | not compiled: {msg} |" + " |" * 16)
+                lines.append(f"| {spec.name} | {phase} | not compiled: {msg} |" + " |" * 18)
                 print(lines[-1], flush=True)
                 continue
             lines.append(f"| {spec.name} | {phase} | {r['cycles']} | {r['compute']} | {r['stall']} | {r['macs']} | "
                          f"{r['util']:.1%} | {r['cutil']:.1%} | {r['onchip'] / 1024:.0f} | {r['dram'] / 1024:.0f} | "
                          f"{r['floor'] / 1024:.0f} | {r['bound']:.1%} | "
-                         f"{r['relayouts']} ({r['relayout_bytes'] / 1024:.0f}) | {r['runs']} | {r['model_dev']:.1%} | "
+                         f"{r['relayouts']} ({r['relayout_bytes'] / 1024:.0f}) | {r['dataflows']} | {r['transposes']} | "
+                         f"{r['runs']} | {r['model_dev']:.1%} | "
                          f"{r['err']:.1e} | {r['seconds']:.1f} |")
             print(lines[-1], flush=True)
     table = "\n".join(lines)
