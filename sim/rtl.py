@@ -27,7 +27,9 @@ SYSTEM_ARGS = tuple(f"-Wno-{w}" for w in SYSTEM_WAIVERS)
 
 
 class RtlError(FettaError):
-    """A run on the RTL stopped with an error code."""
+    """A run on the RTL stopped with an error code (the design is wrong, not the input: exit code 1)."""
+
+    exit_code = 1
 
 
 def write_jobs(path, config, jobs) -> None:

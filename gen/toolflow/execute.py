@@ -25,7 +25,10 @@ from sim.emulator import Emulator
 
 
 class ExecutionError(FettaError):
-    """A program stopped with an error code, or the RTL differs from the emulator."""
+    """A program stopped with an error code, or the RTL differs from the emulator: the accelerator (or
+    the compiler) is wrong, not the user's input, so the CLI exits with 1 (one line, no traceback)."""
+
+    exit_code = 1
 
 
 @dataclass
