@@ -44,8 +44,9 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
-    both ways when padding would change anything and keeps the program with fewer estimated
-    cycles (padding costs MACs and memory, and can force chunking).
+    both ways when padding would change anything and keeps the program with fewer cycles end to end
+    (:meth:`Program.timeline`: compute and DRAM stalls; padding costs MACs, memory and DRAM bytes, and
+    can force chunking).
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
     NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
     if pad is None:
@@ -54,7 +55,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         if any(padded_size(sz, config.lanes) != sz for ph in phases for net in phase_networks(spec, ph)
                for sz in net.sizes.values()):
             progs.append(_compile_layer(spec, phase, config, paths, reuse, align, True))
-        return min(progs, key=lambda p: p.est_cycles)
+        # end to end: padding changes the compute and the bytes moved (and so the DRAM stalls)
+        return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
     return _compile_layer(spec, phase, config, paths, reuse, align, pad)
 
 
