@@ -80,14 +80,16 @@ def run_on_accelerator(config, sim: str = "verilator", spec_path: str = "example
         emu, rtl = (run_dense(config, inputs, phases, s) for s in ("emulator", sim))
         exact = rtl["cycles"] == emu["cycles"] and all(
             np.array_equal(rtl["results"][k].view(np.uint32), emu["results"][k].view(np.uint32)) for k in emu["results"])
-        results, cycles, macs = rtl["results"], rtl["cycles"], rtl["macs"]
+        results, cycles, macs, busy = rtl["results"], rtl["cycles"], rtl["macs"], rtl["compute_cycles"]
     else:
-        # rtl_check raises CompileError (a FettaError) on any difference
+        # rtl_check raises ExecutionError (a FettaError) on any difference
         prog, ex, exact = run_compiled_layer(spec, phase, config, inputs, sim)
-        results, cycles, macs = ex.results, ex.cycles, prog.macs
+        results, cycles, macs, busy = ex.results, ex.cycles, prog.macs, ex.compute_cycles
     rel = max_rel_err(results, ref)
     print(f"[run]     {spec.name} {phase} ({'+'.join(phases)}) on {sim}, {config.num_ces} CEs / {config.macs} MACs: "
-          f"{cycles} cycles, utilization {macs / (cycles * config.macs):.1%}, max rel. error vs golden {rel:.2e}, "
+          f"{cycles} cycles end to end ({busy} compute + {cycles - busy} DRAM stall), utilization "
+          f"{macs / (cycles * config.macs):.1%} ({macs / (busy * config.macs):.1%} of compute), "
+          f"max rel. error vs golden {rel:.2e}, "
           f"RTL vs emulator {'bit- and cycle-exact' if exact else 'DIFFERS'} ({time.perf_counter() - t0:.0f} s)")
     if not exact or rel > 2 ** -7:
         print("error: the accelerator's result is wrong", file=sys.stderr)
