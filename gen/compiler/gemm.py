@@ -89,9 +89,8 @@ class GemmPlan:
         """End-to-end timing of the passes, DRAM transfers of operands and results included
         (:mod:`gen.design.timing`; compute cycles are the passes' static program timing, which the
         emulator and the RTL reproduce)."""
-        row_bytes = config.lanes * config.elem_bits // 8
-        runs = [RunTiming(p.half, sum(len(rows) for _, rows in p.writes) * row_bytes,
-                          program_cycles(p.words, config), sum(n for _, n in read_y_rows(p)) * row_bytes)
+        runs = [RunTiming.of_rows(p.half, sum(len(rows) for _, rows in p.writes), program_cycles(p.words, config),
+                                  sum(n for _, n in read_y_rows(p)), config)
                 for p in self.passes]
         return timeline(runs, dram_bytes_per_cycle(config))
 

@@ -125,13 +125,10 @@ class Program:
         """What :func:`gen.design.timing.timeline` needs of every run: its half, the DRAM bytes of its
         writes and reads, and its compute cycles (``compute``: measured ones, e.g. the emulator's;
         default :func:`gen.design.timing.program_cycles` of its instructions)."""
-        row_bytes = config.lanes * config.elem_bits // 8
-        out = []
-        for i, run in enumerate(self.runs):
-            cycles = program_cycles(run.words, config) if compute is None else compute[i]
-            out.append(RunTiming(run.half, sum(w.layout.rows for w in run.writes) * row_bytes, cycles,
-                                 sum(r.layout.rows for r in run.reads) * row_bytes))
-        return out
+        return [RunTiming.of_rows(run.half, sum(w.layout.rows for w in run.writes),
+                                  program_cycles(run.words, config) if compute is None else compute[i],
+                                  sum(r.layout.rows for r in run.reads), config)
+                for i, run in enumerate(self.runs)]
 
     def timeline(self, config: FettaConfig, compute: Sequence[int] | None = None) -> Timeline:
         """End-to-end timing of the program, DRAM transfers included (:mod:`gen.design.timing`)."""

@@ -40,6 +40,13 @@ class RunTiming:
     compute_cycles: int
     read_bytes: int
 
+    @classmethod
+    def of_rows(cls, half: int, write_rows: int, compute_cycles: int, read_rows: int,
+                config: FettaConfig) -> "RunTiming":
+        """A run that writes and reads whole unified-memory rows (``lanes`` stored elements each)."""
+        row_bytes = config.lanes * config.elem_bits // 8
+        return cls(half, write_rows * row_bytes, compute_cycles, read_rows * row_bytes)
+
 
 @dataclass(frozen=True)
 class Timeline:
