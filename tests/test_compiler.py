@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from gen.compiler import Layout, compile_layer
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig
+from gen.design.isa import Flag, Opcode
 from gen.workload.network import phase_networks
 from gen.workload.spec import parse_spec
 from sim.golden import compute, random_inputs
@@ -98,13 +99,12 @@ def test_small_config_emulator(fmt):
 CHUNK = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=3, accum_kb=2, imem_depth=16)
 
 
-@pytest.mark.parametrize("phase", ["fp", "bp", "train"])
+@pytest.mark.parametrize("phase", ["fp", "bp", "wg", "train"])
 @pytest.mark.parametrize("fmt", ["tt", "tr", "ttm", "ht", "bt", "tucker"])
 def test_chunked_steps(fmt, phase):
-    """Steps larger than one ping-pong half are split over free modes (host slices + concatenation),
-    results stay within the derived bound, and the streamed pieces are counted as DRAM traffic."""
-    if phase == "train" and fmt in ("bt", "tucker"):
-        pytest.skip("needs chunking over contracted modes (WG step X x dY over the batch): not implemented")
+    """Steps larger than one ping-pong half are split over free modes (host slices + concatenation)
+    or over contracted ones (partial sums in the accumulation unit), results stay within the derived
+    bound, and the streamed pieces are counted as DRAM traffic."""
     spec = parse_spec(dict(SPECS[fmt], batch=32))
     prog, _ = check_layer(spec, phase, CHUNK)
     assert prog.chunked_steps > 0 and prog.chunk_slices > 0
@@ -207,6 +207,42 @@ def test_rtl_icarus(fmt):
     spec = parse_spec(SPECS[fmt])
     _, ex = check_layer(spec, "train", SMALL)
     assert rtl_check(ex, SMALL, "icarus")
+
+
+@pytest.mark.parametrize("config", [DEFAULT, SMALL], ids=["default", "small"])
+def test_relayouts_on_chip(config):
+    """A tensor whose lane does not suit its consumer is re-laid out on chip by an identity GEMM
+    (gen.compiler.relayout), never through the host, for every format and phase of the test specs."""
+    onchip = 0
+    for fmt, spec in SPECS.items():
+        for phase in ("fp", "bp", "wg", "train"):
+            prog = compile_layer(parse_spec(spec), phase, config)
+            assert prog.relayouts == 0 and prog.relayout_bytes == 0, (fmt, phase)
+            onchip += prog.onchip_relayouts
+            # an identity GEMM is no useful work: the step records it with 0 MACs
+            assert sum(s.macs for s in prog.steps if s.roles.startswith("re-layout")) == 0
+    assert onchip > 0
+
+
+@pytest.mark.sim
+def test_rtl_onchip_relayout_icarus():
+    """Emulator == RTL (Icarus) for a program with on-chip re-layouts (identity GEMMs)."""
+    prog, ex = check_layer(parse_spec(SPECS["ht"]), "train", SMALL)
+    assert prog.onchip_relayouts > 0 and prog.relayouts == 0
+    assert rtl_check(ex, SMALL, "icarus")
+
+
+@pytest.mark.sim
+def test_rtl_accumulated_chunks_icarus():
+    """Emulator == RTL (Icarus) for a step chunked over a contracted mode: the partial sums stay in
+    the accumulation unit across runs on both ping-pong halves (``ACC`` from the second piece)."""
+    spec = parse_spec(dict(SPECS["tt"], batch=32))
+    prog, ex = check_layer(spec, "wg", CHUNK)
+    carried = [i for r in prog.runs for i in r.program
+               if i.opcode == Opcode.GEMM and i.flags & Flag.ACC]
+    assert any("b~h[" in s.roles for s in prog.steps), [s.roles for s in prog.steps]
+    assert carried and len({r.half for r in prog.runs}) == 2
+    assert rtl_check(ex, CHUNK, "icarus")
 
 
 @pytest.mark.sim

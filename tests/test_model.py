@@ -8,13 +8,13 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pathlib import Path
 
 from gen.cli import main as fetta_main
-from gen.compiler import CompileError, compile_layer
+from gen.compiler import compile_layer
 from gen.compiler.estimate import model_compiled
 from gen.design.config import FettaConfig
 from gen.model.arch import ARCHS
@@ -187,10 +187,7 @@ def test_fetta_model_cli_reports_the_compiled_timing(capsys):
 def test_fetta_model_equals_emulator_on_random_specs(spec, phase):
     """The model of FETTA is the compiled program's timeline: equal to the emulator's end-to-end cycles."""
     cfg = FettaConfig()
-    try:
-        prog = compile_layer(spec, phase, cfg)
-    except CompileError:      # e.g. a step that needs chunking over contracted modes (not implemented)
-        assume(False)
+    prog = compile_layer(spec, phase, cfg)      # every spec compiles (chunking over any mode)
     ex = execute(prog, random_inputs(spec, 0), cfg)
     m = model_compiled(spec, phase, cfg)
     assert (m.cycles, m.compute_cycles) == (ex.cycles, ex.compute_cycles)

@@ -25,18 +25,19 @@ def est_rows(modes: Sequence[str], sizes: Mapping[str, int], lanes: int) -> int:
 
 
 def choose_chunk(a_modes: Sequence[str], b_modes: Sequence[str], out_modes: Sequence[str],
-                 sizes: Mapping[str, int], budget: int, lanes: int) -> tuple[str, int] | None:
+                 sizes: Mapping[str, int], budget: int, lanes: int,
+                 candidates: Sequence[str] | None = None) -> tuple[str, int] | None:
     """``(mode, piece size)`` to cut a step ``a x b -> out`` into pieces whose estimated rows fit
-    ``budget``: the fewest pieces, then the largest mode; None when no mode of ``out`` can be cut.
+    ``budget``: the fewest pieces, then the largest mode; None when no mode can be cut. The modes
+    to cut are ``candidates`` (default: the modes of ``out``).
 
     The low halves of split modes (``~l``, lane-sized) are cut only as a last resort: that leaves
     lanes of 1-2 values (padding) and multiplies the pieces. A piece at least a lane long is
     rounded up to whole lane blocks (in case ``mode`` becomes a lane)."""
     best = None
-    lows = [m for m in out_modes if m.split("@")[0].endswith("~l")]
-    for m in [m for m in out_modes if m not in lows] or lows:
-        if sizes[m] < 2:
-            continue
+    cands = [m for m in (out_modes if candidates is None else candidates) if sizes[m] >= 2]
+    lows = [m for m in cands if m.split("@")[0].endswith("~l")]
+    for m in [m for m in cands if m not in lows] or lows:
         for c in range(2, sizes[m] + 1):
             piece = -(-sizes[m] // c)
             sz = dict(sizes)
@@ -58,4 +59,33 @@ def choose_chunk(a_modes: Sequence[str], b_modes: Sequence[str], out_modes: Sequ
     return m, piece
 
 
-__all__ = ["est_rows", "choose_chunk"]
+def choose_cuts(a_modes: Sequence[str], b_modes: Sequence[str], out_modes: Sequence[str],
+                candidates: Sequence[str], sizes: Mapping[str, int], budget: int,
+                lanes: int) -> list[tuple[str, int]] | None:
+    """Cuts ``[(mode, piece size)]`` of ``candidates`` (one after the other, :func:`choose_chunk`)
+    until the pieces' estimated rows fit ``budget``; None if cutting all of them does not."""
+    sz = dict(sizes)
+    rest = list(candidates)
+    cuts: list[tuple[str, int]] = []
+    while est_rows(a_modes, sz, lanes) + est_rows(b_modes, sz, lanes) + est_rows(out_modes, sz, lanes) > budget:
+        ch = choose_chunk(a_modes, b_modes, out_modes, sz, budget, lanes, rest)
+        if ch is None:
+            return None
+        cuts.append(ch)
+        sz[ch[0]] = ch[1]
+        rest.remove(ch[0])
+    return cuts or None
+
+
+def chunk_rows(a_modes: Sequence[str], b_modes: Sequence[str], cuts: Sequence[tuple[str, int]],
+               sizes: Mapping[str, int], lanes: int) -> int:
+    """Estimated rows the host writes to run a step in the pieces of ``cuts`` (``(mode, piece)``):
+    an operand holding a cut mode is written in slices (the last ones may be zero-padded to whole
+    pieces), one holding none of them once per piece."""
+    n = math.prod(-(-sizes[m] // piece) for m, piece in cuts)
+    sz = dict(sizes)
+    sz.update(dict(cuts))
+    return sum(est_rows(t, sz, lanes) * n for t in (a_modes, b_modes))
+
+
+__all__ = ["est_rows", "choose_chunk", "choose_cuts", "chunk_rows"]

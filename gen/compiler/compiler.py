@@ -11,14 +11,16 @@ in a fresh segment; one that does not fit even then is chunked (:meth:`Compiler.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Sequence
 
 from gen.compiler.allocate import Memory, NoRoom, Tensor, addr_of
-from gen.compiler.chunk import choose_chunk
-from gen.compiler.layout import Layout
-from gen.compiler.mapping import instantiate
+from gen.compiler.chunk import choose_chunk, choose_cuts, chunk_rows
+from gen.compiler.layout import Layout, ceil_to
+from gen.compiler.mapping import acc_span, free_instrs, instantiate, map_cached
 from gen.compiler.planner import NextInfo, Plan, Planner
+from gen.compiler.relayout import eye_layout, eye_name, onchip_layout, primed
 from gen.compiler.program import CompileError, Program, StepRecord, gemm_dataflows, gemm_transposes
 from gen.design.config import FettaConfig, check_accelerator
 from gen.design.isa import Geometry, Instr, ce_offsets, gemm_macs
@@ -44,9 +46,11 @@ class Compiler:
         self.host_ops: list[tuple[int, str, tuple]] = []
         self.sizes: dict[str, int] = {}
         self.steps: list[StepRecord] = []
-        self.stats = dict(relayouts=0, relayout_bytes=0, dram_bytes=0, onchip_bytes=0,
+        self.stats = dict(relayouts=0, relayout_bytes=0, onchip_relayouts=0, dram_bytes=0, onchip_bytes=0,
                           padded_macs=0, macs=0, chunked_steps=0, chunk_slices=0)
         self.dummies = 0
+        #: identities placed by on-chip re-layouts: name -> (modes, size); the host creates them
+        self.eyes: dict[str, tuple[tuple[str, ...], int]] = {}
         self.registry: dict[str, Tensor] = {}
         #: real (unpadded) extents of padded split modes, see :meth:`useful`
         self.useful_ext: dict[str, float] = {}
@@ -96,10 +100,13 @@ class Compiler:
                     return self.chunked(label, s_idx, A, B, keep, out_name, final)
                 self.mem.close_segment()
 
-    def prepare(self, t: Tensor, lane: str, order: tuple[str, ...] | None) -> None:
-        """Make ``t`` available on chip in ``order`` (``None``: already there; else a host write,
-        or an explicit re-layout through the host if it is on chip with another lane)."""
-        if order is None:
+    def prepare(self, t: Tensor, lane: str, layout: Layout | None, label: str = "", s_idx: int = -1) -> None:
+        """Make ``t`` available on chip in ``layout`` (``None``: already there; else a host write,
+        or, if it is on chip with another lane, a re-layout: on chip by the TCU
+        (:mod:`gen.compiler.relayout`) where one GEMM can do it, else through the host)."""
+        if layout is None:
+            return
+        if t.name in self.mem.onchip and self.relayout_onchip(t, lane, layout, label, s_idx):
             return
         if t.name in self.mem.onchip:      # lane mismatch: explicit re-layout through the host
             self.mem.ensure_on_host(t)
@@ -109,7 +116,48 @@ class Compiler:
             self.host_ops.append((len(self.mem.runs) - 1, "relayout", (t.name,)))
         if lane not in t.modes:
             t.modes = t.modes + (lane,)
-        self.mem.place(t, Layout.make(order, self.sizes, self.L, align=self.align))
+        self.mem.place(t, layout)
+
+    def relayout_onchip(self, t: Tensor, lane: str, want: Layout, label: str, s_idx: int) -> bool:
+        """Re-lay out ``t`` (on chip) into ``want`` with one identity GEMM on the TCU
+        (:mod:`gen.compiler.relayout`); False (nothing done) when that is not possible here."""
+        got = onchip_layout(t.layout, lane, want, self.sizes, self.L, self.align)
+        if got is None:
+            return False
+        q = lane
+        eye = self.mem.onchip.get(eye_name(q))
+        if not self.mem.fits(([] if eye else [eye_layout(q, self.sizes, self.L).rows]) + [got.rows]):
+            return False
+        if eye is None:
+            eye = Tensor(eye_name(q), (q, primed(q)))
+            eye.on_host = True
+            self.eyes[eye.name] = (eye.modes, self.sizes[q])
+            self.mem.place(eye, eye_layout(q, self.sizes, self.L))
+        old = t.layout.lane
+        keep = [m for m in t.layout.modes if m != q] + [primed(q)]
+        free, ks = self.planner.loops(t.layout, eye.layout, got, old, primed(q), keep, [q])
+        try:
+            mappings = map_cached(tuple(free), tuple(ks), got.stride(old), self.geo)
+        except CompileError:
+            return False
+        addr = ceil_to(self.mem.top, self.geo.banks)      # where alloc() will put the copy
+        instrs = None
+        for mp in mappings:
+            instrs = instantiate(mp, addr_of(t), addr_of(eye), addr, self.geo)
+            if instrs is not None:
+                break
+        if instrs is None:
+            return False
+        assert self.mem.alloc(got.rows) == addr
+        self.mem.add_instrs(instrs)
+        self._traffic(instrs)
+        self.stats["onchip_relayouts"] += 1
+        self.steps.append(StepRecord(label, s_idx, t.layout.modes, eye.modes, got.modes, f"re-layout {t.name}",
+                                     mp.grid, len(instrs), 0, mp.cycles, want.modes, gemm_dataflows(instrs),
+                                     gemm_transposes(instrs)))
+        t.layout, t.addr = want, addr
+        self.mem.onchip[t.name] = t
+        return True
 
     def emit(self, label: str, s_idx: int, plan: Plan, out_name: str, final: bool) -> Tensor:
         """Place the operands and the result of ``plan`` and emit its instructions."""
@@ -119,12 +167,15 @@ class Compiler:
         for m in groups.k:
             if m not in groups.contracted and sizes[m] != 1:
                 raise CompileError(f"mode {m} of one operand is summed but has size {sizes[m]}", field="spec")
-        need = [Layout.make(o, sizes, self.L, align=self.align).rows for o in (plan.xo, plan.yo) if o is not None]
+        need = [o.rows for o in (plan.xo, plan.yo) if o is not None]
+        # an on-chip re-layout may also place an identity
+        need += [eye_layout(q, sizes, self.L).rows for t, q, o in ((X, alpha, plan.xo), (Y, beta, plan.yo))
+                 if o is not None and t.name in self.mem.onchip]
         if not self.mem.fits(need + [lo.rows]):
             raise NoRoom
         # operands on chip in the plan's layouts (host writes / re-layouts), then the result
-        self.prepare(X, alpha, plan.xo)
-        self.prepare(Y, beta, plan.yo)
+        self.prepare(X, alpha, plan.xo, label, s_idx)
+        self.prepare(Y, beta, plan.yo, label, s_idx)
         out = Tensor(out_name, tuple(plan.keep_modes))
         addr = self.mem.alloc(lo.rows)
         if addr is None:
@@ -153,40 +204,61 @@ class Compiler:
     def _count(self, instrs: list[Instr], X: Tensor, Y: Tensor) -> int:
         """Add a step's useful and padded MACs and on-chip traffic to the stats; its useful MACs."""
         macs = round(math.prod(self.useful(m) for m in set(X.modes) | set(Y.modes)))
-        tcu = sum(gemm_macs(i, self.geo) for i in instrs)
         self.stats["macs"] += macs
-        self.stats["padded_macs"] += tcu
+        self._traffic(instrs)
+        return macs
+
+    def _traffic(self, instrs: list[Instr]) -> None:
+        """Add the padded MACs and the on-chip traffic of ``instrs`` to the stats."""
+        self.stats["padded_macs"] += sum(gemm_macs(i, self.geo) for i in instrs)
         for i in instrs:
             # unified rows read (a row multicast to several CEs counts once) and rows written back
             reads = len(set(ce_offsets(i, "a"))) + len(set(ce_offsets(i, "b")))
             writes = i.gm * i.gn * self.geo.ce_rows
             rows = i.L0 * i.L1 * (i.K * reads + writes)
             self.stats["onchip_bytes"] += rows * self.L * self.elem_bytes
-        return macs
 
     # --- chunking of oversized steps --------------------------------------------------
     def chunked(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
                 final: bool) -> Tensor:
-        """Split a step that does not fit one half (or the accumulation unit) over a free mode of its result.
+        """Split a step that does not fit one half (or the accumulation unit) into pieces.
 
-        Mode ``m`` (kept by the step) is cut into pieces ``m@lo:hi`` (host slices of every operand
-        holding ``m``; the others are written again for every piece); each piece is an ordinary step
-        (itself chunked again if it still does not fit), its result is read back, and the host
-        concatenates the pieces along ``m``. Every piece therefore moves its operands and result
-        through the DRAM model (counted in ``dram_bytes``).
-        """
+        Two ways, the one writing fewer rows from the host first: over a mode the result keeps
+        (:meth:`concatenated`), or over a contracted mode with the partial sums held in the
+        accumulation unit across the pieces (:meth:`accumulated`; only when it is the unified
+        memory, not the accumulation unit, that is too small)."""
         sizes = self.sizes
+        budget = int(self.geo.unified_half_rows * 0.9)
         out_modes = [m for m in dict.fromkeys(A.modes + B.modes) if m in keep and not m.startswith("_")]
-        chosen = choose_chunk(A.modes, B.modes, out_modes, sizes, int(self.geo.unified_half_rows * 0.9), self.L)
-        if chosen is None:
-            raise CompileError(f"step {s_idx} of {label} ({A.modes} x {B.modes} -> {sorted(keep)}, sizes "
-                               f"{ {m: sizes[m] for m in set(A.modes) | set(B.modes)} }) does not fit one unified half and has no free mode "
-                               f"to chunk (chunking over contracted modes is not implemented)", field="unified_kb")
-        m, piece = chosen
-        S = sizes[m]
+        kmodes = [m for m in dict.fromkeys(A.modes) if m in B.modes and m not in keep and not m.startswith("_")]
+        free = choose_chunk(A.modes, B.modes, out_modes, sizes, budget, self.L)
+        cuts = choose_cuts(A.modes, B.modes, out_modes, kmodes, sizes, budget, self.L)
         for t in (A, B):
             if t.name in self.mem.onchip and not t.on_host:
                 self.mem.ensure_on_host(t)
+        if cuts is not None and (free is None or chunk_rows(A.modes, B.modes, cuts, sizes, self.L)
+                                 <= chunk_rows(A.modes, B.modes, [free], sizes, self.L)):
+            res = self.accumulated(label, s_idx, A, B, keep, out_name, final, cuts)
+            if res is not None:
+                return res
+        if free is None:
+            raise CompileError(f"step {s_idx} of {label} ({A.modes} x {B.modes} -> {sorted(keep)}, sizes "
+                               f"{ {m: sizes[m] for m in set(A.modes) | set(B.modes)} }) does not fit one unified "
+                               f"half, has no free mode to chunk, and no contracted mode whose pieces fit with the "
+                               f"partial sums in the accumulation unit", field="unified_kb")
+        return self.concatenated(label, s_idx, A, B, keep, out_name, *free)
+
+    def concatenated(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
+                     m: str, piece: int) -> Tensor:
+        """Chunk over mode ``m`` of the result: pieces ``m@lo:hi``, concatenated by the host.
+
+        Operands holding ``m`` are host slices; the others are written again for every piece; each
+        piece is an ordinary step (itself chunked again if it still does not fit), its result is
+        read back, and the host concatenates the pieces along ``m``. Every piece therefore moves its
+        operands and result through DRAM (counted in ``dram_bytes``).
+        """
+        S = self.sizes[m]
+        out_modes = [x for x in dict.fromkeys(A.modes + B.modes) if x in keep and not x.startswith("_")]
         self.stats["chunked_steps"] += 1
         parts: list[tuple[Tensor, str]] = []
         for lo in range(0, S, piece):
@@ -205,6 +277,93 @@ class Compiler:
                                                         tuple((r.name, pm) for r, pm in parts))))
         self.registry[out.name] = out
         return out
+
+    def accumulated(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
+                    final: bool, cuts: list[tuple[str, int]]) -> Tensor | None:
+        """Chunk over contracted modes (``cuts``: mode, piece size): the partial sums stay in the
+        accumulation unit.
+
+        Every piece is a segment of its own (so the pieces alternate ping-pong halves and the host
+        writes of one overlap the compute of the other) holding host slices of both operands (one
+        range of every cut mode), zero-padded to whole pieces, so that every piece is the same step:
+        piece 0 is planned, every piece runs its instructions at the same addresses, the later ones
+        adding to the accumulation unit (``ACC``; each free-loop index keeps its own accumulation
+        rows, :func:`gen.compiler.mapping.acc_span`). The last piece's write-back leaves the result
+        on chip like any step's. None when no mapping keeps its partial sums in the accumulation unit."""
+        sizes = self.sizes
+        names = {m: f"{m}#{piece}" for m, piece in cuts}   # one name per cut: the pieces are one step
+        sizes.update({names[m]: piece for m, piece in cuts})
+        ranges = list(itertools.product(*([(lo, min(sizes[m], lo + piece)) for lo in range(0, sizes[m], piece)]
+                                          for m, piece in cuts)))
+        macs = round(math.prod(self.useful(x) for x in set(A.modes) | set(B.modes)))
+        self.mem.live = self.mem.live | {A.name, B.name}
+        self.mem.close_segment()
+        mark = self.mem.mark()
+        nops = len(self.host_ops)
+        slices = [self._slices(t, cuts, names, ranges[0]) for t in (A, B)]
+        chosen = self._accum_mapping(slices[0], slices[1], keep)
+        if chosen is None:
+            self.mem.rollback(mark)
+            del self.host_ops[nops:]
+            return None
+        plan, mp, stride, addrs = chosen
+        self.stats["chunked_steps"] += 1
+        self.stats["macs"] += macs
+        roles = [slices.index(plan.X), slices.index(plan.Y)]
+        full = math.prod(sizes[m] for m, _ in cuts)
+        for p, rng in enumerate(ranges):
+            if p:
+                self.mem.close_segment()
+                slices = [self._slices(t, cuts, names, rng) for t in (A, B)]
+                X, Y = slices[roles[0]], slices[roles[1]]
+                self.prepare(X, plan.alpha, plan.xo)
+                self.prepare(Y, plan.beta, plan.yo)
+                got = (addr_of(X), addr_of(Y), self.mem.alloc(plan.lo.rows))
+                assert got == addrs, (got, addrs)     # a fresh segment, the same allocations
+            instrs = instantiate(mp, *addrs, self.geo, acc_stride=stride, carry=p > 0)
+            assert instrs is not None               # the same addresses as piece 0's, which passed
+            self.mem.add_instrs(instrs)
+            self._traffic(instrs)
+            where = ",".join(f"{m}[{lo}:{hi}]" for (m, _), (lo, hi) in zip(cuts, rng))
+            self.steps.append(StepRecord(label, s_idx, A.modes, B.modes, tuple(plan.keep_modes),
+                                         f"A={(A, B)[roles[0]].name} B={(A, B)[roles[1]].name} {where}",
+                                         mp.grid, len(instrs), macs * math.prod(hi - lo for lo, hi in rng) // full,
+                                         mp.cycles, plan.lo.modes, gemm_dataflows(instrs), gemm_transposes(instrs)))
+        out = Tensor(out_name, tuple(plan.keep_modes))
+        out.layout, out.addr = plan.lo, addrs[2]
+        self.mem.onchip[out.name] = out
+        self.registry[out.name] = out
+        if final:
+            self.mem.ensure_on_host(out)
+        return out
+
+    def _slices(self, t: Tensor, cuts, names, rng) -> Tensor:
+        """The host slice of ``t`` at one range of every cut mode (see :meth:`accumulated`)."""
+        for (m, _), (lo, hi) in zip(cuts, rng):
+            t = self._slice(t, m, names[m], lo, hi)
+        return t
+
+    def _accum_mapping(self, As: Tensor, Bs: Tensor, keep: set[str]):
+        """Place piece 0 of :meth:`accumulated` (slices ``As``, ``Bs``): the fastest plan and mapping
+        whose results of all free-loop indices fit the accumulation unit side by side, as
+        ``(plan, mapping, accumulation stride, (X row, Y row, result row))``; None if there is none."""
+        for _, plan in self.planner.scored_plans(As, Bs, keep, None):
+            need = [o.rows for o in (plan.xo, plan.yo) if o is not None]
+            if not self.mem.fits(need + [plan.lo.rows]):
+                continue
+            for mp in plan.mappings:
+                stride = acc_span(mp, self.geo) if free_instrs(mp) > 1 else 0
+                if free_instrs(mp) * max(stride, 1) > self.geo.accum_rows:
+                    continue
+                mark, modes = self.mem.mark(), (As.modes, Bs.modes)
+                self.prepare(plan.X, plan.alpha, plan.xo)
+                self.prepare(plan.Y, plan.beta, plan.yo)
+                addrs = (addr_of(plan.X), addr_of(plan.Y), self.mem.alloc(plan.lo.rows))
+                if instantiate(mp, *addrs, self.geo, acc_stride=stride) is not None:
+                    return plan, mp, stride, addrs
+                self.mem.rollback(mark)
+                As.modes, Bs.modes = modes
+        return None
 
     def _slice(self, t: Tensor, m: str, pm: str, lo: int, hi: int) -> Tensor:
         """The host slice ``lo:hi`` of ``t`` along ``m``, as mode ``pm``."""
@@ -252,8 +411,10 @@ class Compiler:
         """End every run with HALT and return the :class:`Program` (``kw``: its remaining fields)."""
         self.mem.finish()
         st = self.stats
-        return Program(self.mem.runs, self.host_ops, kw.pop("results"), dict(self.sizes), st["macs"], self.steps,
-                       relayouts=st["relayouts"], relayout_bytes=st["relayout_bytes"],
+        eyes = [(-1, "eye", (name, modes, n)) for name, (modes, n) in self.eyes.items()]
+        return Program(self.mem.runs, eyes + self.host_ops, kw.pop("results"), dict(self.sizes), st["macs"],
+                       self.steps, relayouts=st["relayouts"], relayout_bytes=st["relayout_bytes"],
+                       onchip_relayouts=st["onchip_relayouts"],
                        dram_bytes=st["dram_bytes"],
                        onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"],
                        chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"], **kw)

@@ -19,7 +19,9 @@ import math
 from dataclasses import dataclass, replace
 
 from gen.compiler.program import CompileError
-from gen.design.isa import OVERHEAD, ErrorCode, Geometry, Instr, check, exec_cycles, gemm, os_gemm_cycles
+from gen.compiler.layout import ceil_to
+from gen.design.isa import (OVERHEAD, ErrorCode, Flag, Geometry, Instr, check, exec_cycles, gemm, group_offsets,
+                            os_gemm_cycles, out_rows, temporal_max)
 
 
 @dataclass(frozen=True)
@@ -198,23 +200,41 @@ def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: i
     return found
 
 
-def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry) -> list[Instr] | None:
+def acc_span(mp: Mapping_, geo: Geometry) -> int:
+    """Accumulation-unit rows one instruction of ``mp`` writes (from its ``o_base``), rounded up to
+    whole bank rows so that instructions ``span`` rows apart keep the same bank pattern."""
+    ins = template(mp)
+    return ceil_to(temporal_max(ins, "o", out_rows(ins, geo)) + max(group_offsets(ins)) + 1, geo.banks)
+
+
+def free_instrs(mp: Mapping_) -> int:
+    """Instructions (free-loop indices) of ``mp`` that write distinct results."""
+    return math.prod(lp.trip for lp in mp.free_unroll)
+
+
+def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry, acc_stride: int = 0,
+                carry: bool = False) -> list[Instr] | None:
     """The instructions of mapping ``mp`` with operands at rows ``a0`` / ``b0`` and the result at
     ``w0``: one per unrolled index (contracted ones chained with ``ACC``, write-back on the last),
-    or None when one fails :func:`gen.design.isa.check` (the routing depends on the real banks)."""
+    or None when one fails :func:`gen.design.isa.check` (the routing depends on the real banks).
+
+    ``acc_stride``: accumulation-unit rows between the free-loop indices' results (0: every index
+    reuses rows from 0; :func:`acc_span` keeps them apart, so that they survive the step);
+    ``carry``: every instruction adds to the accumulation unit (a later piece of a step chunked
+    over a contracted mode adds to the partial sums of the earlier pieces)."""
     tmpl = template(mp)
     fu, ku = mp.free_unroll, mp.k_unroll
     instrs = []
     kidxs = list(itertools.product(*(range(lp.trip) for lp in ku)))
-    for fidx in itertools.product(*(range(lp.trip) for lp in fu)):
+    for f, fidx in enumerate(itertools.product(*(range(lp.trip) for lp in fu))):
         fa = sum(i * lp.a for i, lp in zip(fidx, fu))
         fb = sum(i * lp.b for i, lp in zip(fidx, fu))
         fo = sum(i * lp.o for i, lp in zip(fidx, fu))
         for n, kidx in enumerate(kidxs):
             ka = sum(i * lp.a for i, lp in zip(kidx, ku))
             kb = sum(i * lp.b for i, lp in zip(kidx, ku))
-            ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo,
-                          flags=(1 if n else 0) | (2 if n == len(kidxs) - 1 else 0))
+            ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo, o_base=f * acc_stride,
+                          flags=int((Flag.ACC if n or carry else 0) | (Flag.WB if n == len(kidxs) - 1 else 0)))
             if check(ins, geo) != ErrorCode.NONE:
                 return None
             instrs.append(ins)
@@ -222,4 +242,4 @@ def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry) -> list[
 
 
 __all__ = ["Lp", "Mapping_", "merge_loops", "split_loop", "template", "map_gemm_all", "map_cached", "banks_ok",
-           "instantiate"]
+           "instantiate", "acc_span", "free_instrs"]

@@ -51,15 +51,16 @@ class Candidate(NamedTuple):
 
 @dataclass
 class Plan:
-    """A mapped plan: roles, lanes, the orders of the operands to write (None: use the one on
-    chip), the result's layout, the modes kept and contracted, and its mappings (fastest first)."""
+    """A mapped plan: roles, lanes, the layouts of the operands to write or re-lay out (None: use
+    the one on chip), the result's layout, the modes kept and contracted, and its mappings (fastest
+    first)."""
 
     X: Tensor
     Y: Tensor
     alpha: str
     beta: str
-    xo: tuple[str, ...] | None
-    yo: tuple[str, ...] | None
+    xo: Layout | None
+    yo: Layout | None
     lo: Layout
     keep_modes: list[str]
     kmodes: list[str]
@@ -251,8 +252,8 @@ class Planner:
             if key in seen:
                 continue
             seen.add(key)
-            la = X.layout if fixed_x else Layout.make(xo, self.sizes, self.L, align=self.align)
-            lb = Y.layout if fixed_y else Layout.make(yo, self.sizes, self.L, align=self.align)
+            la = X.layout if fixed_x else self.operand_layout(X, xo)
+            lb = Y.layout if fixed_y else self.operand_layout(Y, yo)
             lo = Layout.make(oo, self.sizes, self.L, padded=(alpha,), align=self.align)
             free, ks = self.loops(la, lb, lo, alpha, beta, keep_modes, kmodes)
             try:
@@ -261,10 +262,17 @@ class Planner:
                 continue
             best = min(best, mappings[0].cycles + penalty)
             scored.append((mappings[0].cycles + penalty, len(scored),
-                           Plan(X, Y, alpha, beta, None if fixed_x else xo, None if fixed_y else yo, lo,
+                           Plan(X, Y, alpha, beta, None if fixed_x else la, None if fixed_y else lb, lo,
                                 keep_modes, kmodes, mappings)))
         scored.sort(key=lambda c: c[:2])
         return [(c[0], c[2]) for c in scored]
+
+    def operand_layout(self, t: Tensor, order: tuple[str, ...]) -> Layout:
+        """The layout an operand is written or re-laid out in: ``order``, and for a tensor on chip
+        (an on-chip re-layout, :mod:`gen.compiler.relayout`) its old lane padded to whole lanes, as
+        the identity GEMM writes it (the loops walk the real extent; the padding is rows only)."""
+        pad = (t.layout.lane,) if t.name in self.mem.onchip and t.layout is not None else ()
+        return Layout.make(order, self.sizes, self.L, padded=pad, align=self.align)
 
     def loops(self, la: Layout, lb: Layout, lo: Layout, alpha: str, beta: str, keep_modes, kmodes):
         """The loops of a step in the layouts of a plan: free (kept) modes and contracted ones."""

@@ -88,8 +88,11 @@ class Program:
     sizes: dict[str, int]
     macs: int
     steps: list[StepRecord]
+    #: tensors re-laid out through the host (read back, written in another layout)
     relayouts: int = 0
     relayout_bytes: int = 0
+    #: tensors re-laid out on chip by an identity GEMM (:mod:`gen.compiler.relayout`)
+    onchip_relayouts: int = 0
     dram_bytes: int = 0
     onchip_bytes: int = 0
     padded_macs: int = 0

@@ -67,7 +67,13 @@ def _host_ops(ops, store, sizes) -> None:
             arr, modes = store[src]
             ax = modes.index(m)
             idx = tuple(slice(lo, hi) if i == ax else slice(None) for i in range(len(modes)))
-            store[dst] = (arr[idx], tuple(pm if x == m else x for x in modes))
+            part = arr[idx]
+            if sizes[pm] > hi - lo:     # the last piece of a step chunked over a contracted mode
+                part = np.pad(part, [(0, sizes[pm] - (hi - lo) if i == ax else 0) for i in range(len(modes))])
+            store[dst] = (part, tuple(pm if x == m else x for x in modes))
+        elif kind == "eye":         # the identity of an on-chip re-layout (gen.compiler.relayout)
+            name, modes, n = args
+            store[name] = (np.eye(n, dtype=np.float32), tuple(modes))
         elif kind == "concat":
             dst, dmodes, m, parts = args
             arrs = []
