@@ -5,7 +5,9 @@ layer and phase, end-to-end cycles (compute, plus the DRAM transfers it does not
 ``gen/design/timing.py``), compute cycles, DRAM stall cycles, useful MACs, utilization
 ``macs / (cycles * num_macs)`` and the same over compute cycles alone, the deviation of
 ``fetta model --arch fetta`` (the compiled program's static timeline) from the emulator, on-chip traffic (unified rows read by IA/IB, multicast
-counted once, plus rows written back), DRAM-model traffic (host writes and read-backs), re-layouts,
+counted once, plus rows written back), DRAM-model traffic (host writes and read-backs), re-layouts
+(through the host, with their bytes, and on chip), batch pieces (``gen.compiler.batched``), the MACs
+the TCU performs per useful MAC (lane padding, identity GEMMs, batch-free steps done per half),
 runs and the max. relative error vs the float64 golden model. ``DRAM floor`` is the compulsory
 traffic (inputs read once, results written once: ``gen.compiler.estimate.compulsory_bytes``) and
 ``DRAM-floor bound`` the highest end-to-end utilization any schedule could reach with it,
@@ -49,7 +51,8 @@ def measure(spec, phase, config):
     return dict(floor=floor, bound=bound, cycles=ex.cycles, compute=ex.compute_cycles, stall=ex.dram_stall_cycles, macs=prog.macs,
                 util=prog.macs / (ex.cycles * config.macs), cutil=prog.macs / (ex.compute_cycles * config.macs),
                 onchip=prog.onchip_bytes, dram=prog.dram_bytes, relayouts=prog.relayouts,
-                relayout_bytes=prog.relayout_bytes, runs=len(prog.runs), err=err, transposes=prog.transposes,
+                relayout_bytes=prog.relayout_bytes, onchip_relayouts=prog.onchip_relayouts, pieces=prog.pieces,
+                padded=prog.padded_macs / prog.macs, runs=len(prog.runs), err=err, transposes=prog.transposes,
                 dataflows=", ".join(f"{k} {v}" for k, v in sorted(prog.dataflows().items())),
                 model_dev=abs(model.cycles - ex.cycles) / ex.cycles, seconds=time.perf_counter() - t0)
 
@@ -66,14 +69,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     config = FettaConfig()
     lines = ["| layer | phase | cycles | compute cycles | DRAM stall cycles | MACs | utilization | compute utilization | "
-             "on-chip KiB | DRAM KiB | DRAM floor KiB | DRAM-floor bound | re-layouts (KiB) | dataflows (steps) | transposes | "
+             "on-chip KiB | DRAM KiB | DRAM floor KiB | DRAM-floor bound | re-layouts host (KiB) / on chip | "
+             "batch pieces | TCU MACs per useful MAC | dataflows (steps) | transposes | "
              "runs | model vs emulator | max rel. err | compile + emulator s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    blank = " |" * 18
     for name in args.layers.split(","):
         spec = load_spec(HERE / "layers" / f"{name}.json")
         for phase in args.phases.split(","):
             if spec.format == "dense":
-                lines.append(f"| {spec.name} | {phase} | see docs/accelerator.md (dense GEMM tiler) |" + " |" * 18)
+                lines.append(f"| {spec.name} | {phase} | see docs/accelerator.md (dense GEMM tiler) |" + blank)
                 break
             try:
                 r = measure(spec, phase, config)
@@ -81,13 +86,14 @@ def main(argv=None) -> int:
                 msg = str(e)
                 if " does not fit" in msg:      # drop the mode lists of the step: keep where and why
                     msg = msg[:msg.find(" (")] + msg[msg.find(" does not fit"):]
-                lines.append(f"| {spec.name} | {phase} | not compiled: {msg} |" + " |" * 18)
+                lines.append(f"| {spec.name} | {phase} | not compiled: {msg} |" + blank)
                 print(lines[-1], flush=True)
                 continue
             lines.append(f"| {spec.name} | {phase} | {r['cycles']} | {r['compute']} | {r['stall']} | {r['macs']} | "
                          f"{r['util']:.1%} | {r['cutil']:.1%} | {r['onchip'] / 1024:.0f} | {r['dram'] / 1024:.0f} | "
                          f"{r['floor'] / 1024:.0f} | {r['bound']:.1%} | "
-                         f"{r['relayouts']} ({r['relayout_bytes'] / 1024:.0f}) | {r['dataflows']} | {r['transposes']} | "
+                         f"{r['relayouts']} ({r['relayout_bytes'] / 1024:.0f}) / {r['onchip_relayouts']} | "
+                         f"{r['pieces']} | {r['padded']:.2f} | {r['dataflows']} | {r['transposes']} | "
                          f"{r['runs']} | {r['model_dev']:.1%} | "
                          f"{r['err']:.1e} | {r['seconds']:.1f} |")
             print(lines[-1], flush=True)

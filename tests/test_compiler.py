@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gen.compiler import Layout, compile_layer
+from gen.compiler import CompileError, Layout, compile_layer
 from gen.toolflow.execute import execute, rtl_check
-from gen.design.config import FettaConfig
+from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Flag, Opcode
 from gen.workload.network import phase_networks
 from gen.workload.spec import parse_spec
@@ -30,6 +30,8 @@ from sim.golden import compute, random_inputs
 
 DEFAULT = FettaConfig()
 SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
+#: the 4-CE demo design (configs/demo.toml): room for a training step's batch piece in one half
+DEMO = load_config("configs/demo.toml")
 
 SPECS = {
     "dense": {"format": "dense", "in_modes": [24], "out_modes": [20], "batch": 8},
@@ -53,6 +55,7 @@ def bound(spec, inputs, phases, prog):
     absin = {k: np.abs(v) for k, v in inputs.items()}
     yabs = compute(spec, absin, phases=phases)
     K = max(math.prod(prog.sizes[m] for m in set(st.lhs) | set(st.rhs) if m not in st.out) for st in prog.steps)
+    K *= prog.pieces    # a weight gradient carried across batch pieces accumulates P pieces' sums
     assert K * U32 < 0.01, f"contracted size {K} too large for the first-order bound"
     gamma = K * U32 / (1 - K * U32)
     out = {}
@@ -63,9 +66,9 @@ def bound(spec, inputs, phases, prog):
     return {k: out[k] * yabs[k] for k in yabs}
 
 
-def check_layer(spec, phase, config=DEFAULT, seed=0, align=False):
+def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, pieces=None, relayout="auto"):
     inputs = random_inputs(spec, seed)
-    prog = compile_layer(spec, phase, config, align=align)
+    prog = compile_layer(spec, phase, config, align=align, pieces=pieces, relayout=relayout)
     ex = execute(prog, inputs, config)
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     gold = compute(spec, inputs, phases=phases)
@@ -106,7 +109,7 @@ def test_chunked_steps(fmt, phase):
     or over contracted ones (partial sums in the accumulation unit), results stay within the derived
     bound, and the streamed pieces are counted as DRAM traffic."""
     spec = parse_spec(dict(SPECS[fmt], batch=32))
-    prog, _ = check_layer(spec, phase, CHUNK)
+    prog, _ = check_layer(spec, phase, CHUNK, pieces=1)     # the whole batch at once: chunks
     assert prog.chunked_steps > 0 and prog.chunk_slices > 0
     half_bytes = CHUNK.unified_kb * 1024 // 2
     x_bytes = 32 * math.prod(spec.in_modes) * 2
@@ -209,25 +212,57 @@ def test_rtl_icarus(fmt):
     assert rtl_check(ex, SMALL, "icarus")
 
 
-@pytest.mark.parametrize("config", [DEFAULT, SMALL], ids=["default", "small"])
-def test_relayouts_on_chip(config):
+def test_relayouts_counted():
     """A tensor whose lane does not suit its consumer is re-laid out on chip by an identity GEMM
-    (gen.compiler.relayout), never through the host, for every format and phase of the test specs."""
+    (gen.compiler.relayout) or through the host, whichever takes fewer cycles; both are counted:
+    host ones with their host operation and bytes, on-chip ones as 0-MAC steps."""
     onchip = 0
     for fmt, spec in SPECS.items():
         for phase in ("fp", "bp", "wg", "train"):
-            prog = compile_layer(parse_spec(spec), phase, config)
-            assert prog.relayouts == 0 and prog.relayout_bytes == 0, (fmt, phase)
+            prog = compile_layer(parse_spec(spec), phase, DEFAULT, pieces=1)
+            assert prog.relayouts == sum(1 for _, kind, _ in prog.host_ops if kind == "relayout"), (fmt, phase)
+            assert (prog.relayout_bytes > 0) == (prog.relayouts > 0)
+            steps = [s for s in prog.steps if s.roles.startswith("re-layout")]
+            assert prog.onchip_relayouts == len(steps) and sum(s.macs for s in steps) == 0
             onchip += prog.onchip_relayouts
-            # an identity GEMM is no useful work: the step records it with 0 MACs
-            assert sum(s.macs for s in prog.steps if s.roles.startswith("re-layout")) == 0
+            # on chip wherever the TCU can: the test specs then need no host re-layout at all
+            forced = compile_layer(parse_spec(spec), phase, DEFAULT, pieces=1, relayout="onchip")
+            assert forced.relayouts == 0 and forced.onchip_relayouts >= prog.onchip_relayouts
     assert onchip > 0
+
+
+@pytest.mark.parametrize("phase", ["fp", "bp", "wg", "train"])
+@pytest.mark.parametrize("fmt", ["dense", "tt", "ttm", "tr", "ht", "bt", "tucker"])
+def test_batch_pieces(fmt, phase):
+    """A phase run in batch pieces (gen.compiler.batched): results within the bound (carried weight
+    gradients accumulate all pieces), the useful MACs of the whole batch, pieces on both halves."""
+    spec = parse_spec(dict(SPECS[fmt], batch=16))
+    whole = compile_layer(spec, phase, DEFAULT, pieces=1)
+    for P in (2, 4):
+        try:
+            prog, _ = check_layer(spec, phase, DEFAULT, pieces=P)
+        except CompileError:
+            continue          # a piece that does not compile into one segment
+        # useful MACs: the whole batch's (never more), and the TCU does at least them
+        assert prog.pieces == P and prog.macs <= whole.macs and prog.padded_macs >= prog.macs
+        assert {r.half for r in prog.runs} == {0, 1}
+        return
+    pytest.fail(f"{fmt} {phase}: no batch pieces")
+
+
+@pytest.mark.sim
+def test_rtl_batch_pieces_icarus():
+    """Emulator == RTL (Icarus) for a training step in 4 batch pieces (weight gradients carried in
+    the accumulation unit, batch-free results kept in their half)."""
+    prog, ex = check_layer(parse_spec(dict(SPECS["tt"], batch=16)), "train", DEMO, pieces=4)
+    assert prog.pieces == 4 and any(i.flags & Flag.ACC for r in prog.runs[2:] for i in r.program)
+    assert rtl_check(ex, DEMO, "icarus")
 
 
 @pytest.mark.sim
 def test_rtl_onchip_relayout_icarus():
     """Emulator == RTL (Icarus) for a program with on-chip re-layouts (identity GEMMs)."""
-    prog, ex = check_layer(parse_spec(SPECS["ht"]), "train", SMALL)
+    prog, ex = check_layer(parse_spec(SPECS["ht"]), "train", SMALL, pieces=1, relayout="onchip")
     assert prog.onchip_relayouts > 0 and prog.relayouts == 0
     assert rtl_check(ex, SMALL, "icarus")
 
@@ -237,7 +272,7 @@ def test_rtl_accumulated_chunks_icarus():
     """Emulator == RTL (Icarus) for a step chunked over a contracted mode: the partial sums stay in
     the accumulation unit across runs on both ping-pong halves (``ACC`` from the second piece)."""
     spec = parse_spec(dict(SPECS["tt"], batch=32))
-    prog, ex = check_layer(spec, "wg", CHUNK)
+    prog, ex = check_layer(spec, "wg", CHUNK, pieces=1)
     carried = [i for r in prog.runs for i in r.program
                if i.opcode == Opcode.GEMM and i.flags & Flag.ACC]
     assert any("b~h[" in s.roles for s in prog.steps), [s.roles for s in prog.steps]

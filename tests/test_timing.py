@@ -43,6 +43,28 @@ def test_same_half_runs_do_not_overlap_writes():
     assert timeline(runs, 10).cycles == (10 + 100 + 3) * 2
 
 
+def test_writes_wait_for_the_reads_they_carry():
+    # run 1 (other half) writes what run 0 reads back: W0 [0,10) C0 [10,110) R0 [110,113)
+    # W1 [113,123) C1 [123,223) R1 [223,226) - no overlap, unlike test_ping_pong_hides_transfers
+    runs = [RunTiming(0, 100, 100, 30), RunTiming(1, 100, 100, 30, after=0)]
+    assert timeline(runs, 10).cycles == 226
+    with pytest.raises(ValueError):
+        timeline([RunTiming(0, 1, 1, 1, after=0)], 10)
+
+
+def test_compiled_writes_wait_for_their_read_backs():
+    """A program's spilled tensors are written again only after they were read back
+    (``Program.write_deps``): every write names data the host has by then."""
+    cfg = FettaConfig()
+    prog = compile_layer(load_spec(ROOT / "examples" / "atis_tt.json"), "train", cfg, pieces=1)
+    deps = prog.write_deps()
+    assert any(d >= 0 for d in deps)
+    for i, run in enumerate(prog.runs):
+        for w in run.writes:
+            reads = [j for j in range(i) for rd in prog.runs[j].reads if rd.name == w.name]
+            assert deps[i] >= max(reads, default=-1)
+
+
 def test_dram_bound_sequence_is_the_dma_time():
     runs = [RunTiming(i % 2, 1000, 1, 1000) for i in range(6)]
     t = timeline(runs, 10)

@@ -97,6 +97,7 @@ def run_compiled(args, spec, config, inputs, source: dict) -> int:
               "max_rel_err": max_rel_err(ex.results, golden), "tcu_macs": ex.tcu_macs, "runs": len(prog.runs),
               "instructions": sum(len(r.program) for r in prog.runs),
               "relayouts": prog.relayouts, "relayout_bytes": prog.relayout_bytes,
+              "onchip_relayouts": prog.onchip_relayouts, "pieces": prog.pieces,
               "compute_cycles": ex.compute_cycles, "dram_stall_cycles": ex.dram_stall_cycles,
               "onchip_bytes": prog.onchip_bytes,
               "dram_bytes": prog.dram_bytes, "dataflows": prog.dataflows(), "transposes": prog.transposes,
@@ -109,6 +110,7 @@ def run_compiled(args, spec, config, inputs, source: dict) -> int:
     else:
         print(f"{spec.name} {args.phase} on {args.sim}: {ex.cycles} cycles, {prog.macs} MACs, utilization "
               f"{result['utilization']:.1%}, max rel. error {result['max_rel_err']:.2e}, "
-              f"{prog.relayouts} re-layouts ({seconds:.1f} s)")
+              f"{prog.relayouts} host + {prog.onchip_relayouts} on-chip re-layouts, {prog.pieces} batch piece(s) "
+              f"({seconds:.1f} s)")
     return 0
 

@@ -1,18 +1,25 @@
-"""Chunking a step that does not fit one ping-pong half: which free mode to cut, into how many pieces.
+"""Chunking a step that does not fit one ping-pong half: which modes to cut, into how many pieces,
+and the compiler's methods that do it (:class:`Chunking`, a mixin of
+:class:`gen.compiler.compiler.Compiler`).
 
 A step whose operands and result do not fit one unified half even alone (or whose mappings do not
-fit the accumulation unit) is cut along a mode ``m`` its result keeps: every piece ``m@lo:hi`` is
-an ordinary step on host slices of the operands holding ``m``, and the host concatenates the
-pieces' results (:meth:`gen.compiler.compiler.Compiler.chunked` does that). This module chooses
-``m`` and the piece size from row estimates (:func:`est_rows`), before any layout exists.
+fit the accumulation unit) is cut along a mode ``m`` its result keeps (every piece ``m@lo:hi`` an
+ordinary step on host slices of the operands holding ``m``, the host concatenating the pieces'
+results: :meth:`Chunking.concatenated`), or along contracted modes with the partial sums kept in
+the accumulation unit (:meth:`Chunking.accumulated`). The cuts are chosen from row estimates
+(:func:`est_rows`), before any layout exists.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Mapping, Sequence
 
-from gen.compiler.layout import ceil_to
+from gen.compiler.allocate import Tensor, addr_of
+from gen.compiler.layout import Layout, ceil_to
+from gen.compiler.mapping import acc_span, free_instrs, instantiate
+from gen.compiler.program import CompileError, StepRecord, gemm_dataflows, gemm_transposes
 
 
 def est_rows(modes: Sequence[str], sizes: Mapping[str, int], lanes: int) -> int:
@@ -88,4 +95,165 @@ def chunk_rows(a_modes: Sequence[str], b_modes: Sequence[str], cuts: Sequence[tu
     return sum(est_rows(t, sz, lanes) * n for t in (a_modes, b_modes))
 
 
-__all__ = ["est_rows", "choose_chunk", "choose_cuts", "chunk_rows"]
+class Chunking:
+    """The chunking methods of :class:`gen.compiler.compiler.Compiler` (a mixin: they use its memory,
+    planner, statistics and :meth:`step`)."""
+
+    def chunked(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
+                final: bool) -> Tensor:
+        """Split a step that does not fit one half (or the accumulation unit) into pieces.
+
+        Two ways, the one writing fewer rows from the host first: over a mode the result keeps
+        (:meth:`concatenated`), or over a contracted mode with the partial sums held in the
+        accumulation unit across the pieces (:meth:`accumulated`; only when it is the unified
+        memory, not the accumulation unit, that is too small)."""
+        sizes = self.sizes
+        budget = int(self.geo.unified_half_rows * 0.9)
+        out_modes = [m for m in dict.fromkeys(A.modes + B.modes) if m in keep and not m.startswith("_")]
+        kmodes = [m for m in dict.fromkeys(A.modes) if m in B.modes and m not in keep and not m.startswith("_")]
+        free = choose_chunk(A.modes, B.modes, out_modes, sizes, budget, self.L)
+        cuts = choose_cuts(A.modes, B.modes, out_modes, kmodes, sizes, budget, self.L)
+        for t in (A, B):
+            if t.name in self.mem.onchip and not t.on_host:
+                self.mem.ensure_on_host(t)
+        if cuts is not None and (free is None or chunk_rows(A.modes, B.modes, cuts, sizes, self.L)
+                                 <= chunk_rows(A.modes, B.modes, [free], sizes, self.L)):
+            res = self.accumulated(label, s_idx, A, B, keep, out_name, final, cuts)
+            if res is not None:
+                return res
+        if free is None:
+            raise CompileError(f"step {s_idx} of {label} ({A.modes} x {B.modes} -> {sorted(keep)}, sizes "
+                               f"{ {m: sizes[m] for m in set(A.modes) | set(B.modes)} }) does not fit one unified "
+                               f"half, has no free mode to chunk, and no contracted mode whose pieces fit with the "
+                               f"partial sums in the accumulation unit", field="unified_kb")
+        return self.concatenated(label, s_idx, A, B, keep, out_name, *free)
+
+    def concatenated(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
+                     m: str, piece: int) -> Tensor:
+        """Chunk over mode ``m`` of the result: pieces ``m@lo:hi``, concatenated by the host.
+
+        Operands holding ``m`` are host slices; the others are written again for every piece; each
+        piece is an ordinary step (itself chunked again if it still does not fit), its result is
+        read back, and the host concatenates the pieces along ``m``. Every piece therefore moves its
+        operands and result through DRAM (counted in ``dram_bytes``).
+        """
+        S = self.sizes[m]
+        out_modes = [x for x in dict.fromkeys(A.modes + B.modes) if x in keep and not x.startswith("_")]
+        self.stats["chunked_steps"] += 1
+        parts: list[tuple[Tensor, str]] = []
+        for lo in range(0, S, piece):
+            hi = min(S, lo + piece)
+            pm = f"{m}@{lo}:{hi}"     # unique per extent: mode sizes are global by name
+            self.sizes[pm] = hi - lo
+            ops = [self._slice(t, m, pm, lo, hi) if m in t.modes else t for t in (A, B)]
+            pkeep = {pm if x == m else x for x in keep}
+            self.mem.live = self.mem.live | {A.name, B.name}
+            res = self.step(label, s_idx, ops[0], ops[1], pkeep, f"{out_name}[{pm}]", None, True)
+            parts.append((res, pm))
+        out = Tensor(out_name, tuple(out_modes))
+        out.on_host = True
+        out.read_run = max(r.read_run for r, _ in parts)
+        self.host_ops.append((out.read_run, "concat", (out.name, out.modes, m,
+                                                        tuple((r.name, pm) for r, pm in parts))))
+        self.registry[out.name] = out
+        return out
+
+    def accumulated(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
+                    final: bool, cuts: list[tuple[str, int]]) -> Tensor | None:
+        """Chunk over contracted modes (``cuts``: mode, piece size): the partial sums stay in the
+        accumulation unit.
+
+        Every piece is a segment of its own (so the pieces alternate ping-pong halves and the host
+        writes of one overlap the compute of the other) holding host slices of both operands (one
+        range of every cut mode), zero-padded to whole pieces, so that every piece is the same step:
+        piece 0 is planned, every piece runs its instructions at the same addresses, the later ones
+        adding to the accumulation unit (``ACC``; each free-loop index keeps its own accumulation
+        rows, :func:`gen.compiler.mapping.acc_span`). The last piece's write-back leaves the result
+        on chip like any step's. None when no mapping keeps its partial sums in the accumulation unit."""
+        sizes = self.sizes
+        names = {m: f"{m}#{piece}" for m, piece in cuts}   # one name per cut: the pieces are one step
+        sizes.update({names[m]: piece for m, piece in cuts})
+        ranges = list(itertools.product(*([(lo, min(sizes[m], lo + piece)) for lo in range(0, sizes[m], piece)]
+                                          for m, piece in cuts)))
+        macs = round(math.prod(self.useful(x) for x in set(A.modes) | set(B.modes)))
+        self.mem.live = self.mem.live | {A.name, B.name}
+        self.mem.close_segment()
+        mark = self.mem.mark()
+        nops = len(self.host_ops)
+        slices = [self._slices(t, cuts, names, ranges[0]) for t in (A, B)]
+        chosen = self._accum_mapping(slices[0], slices[1], keep)
+        if chosen is None:
+            self.mem.rollback(mark)
+            del self.host_ops[nops:]
+            return None
+        plan, mp, stride, addrs = chosen
+        self.stats["chunked_steps"] += 1
+        self.stats["macs"] += macs
+        roles = [slices.index(plan.X), slices.index(plan.Y)]
+        full = math.prod(sizes[m] for m, _ in cuts)
+        for p, rng in enumerate(ranges):
+            if p:
+                self.mem.close_segment()
+                slices = [self._slices(t, cuts, names, rng) for t in (A, B)]
+                X, Y = slices[roles[0]], slices[roles[1]]
+                self.prepare(X, plan.alpha, plan.xo)
+                self.prepare(Y, plan.beta, plan.yo)
+                got = (addr_of(X), addr_of(Y), self.mem.alloc(plan.lo.rows))
+                assert got == addrs, (got, addrs)     # a fresh segment, the same allocations
+            instrs = instantiate(mp, *addrs, self.geo, acc_stride=stride, carry=p > 0)
+            assert instrs is not None               # the same addresses as piece 0's, which passed
+            self.mem.add_instrs(instrs)
+            self._traffic(instrs)
+            where = ",".join(f"{m}[{lo}:{hi}]" for (m, _), (lo, hi) in zip(cuts, rng))
+            self.steps.append(StepRecord(label, s_idx, A.modes, B.modes, tuple(plan.keep_modes),
+                                         f"A={(A, B)[roles[0]].name} B={(A, B)[roles[1]].name} {where}",
+                                         mp.grid, len(instrs), macs * math.prod(hi - lo for lo, hi in rng) // full,
+                                         mp.cycles, plan.lo.modes, gemm_dataflows(instrs), gemm_transposes(instrs)))
+        out = Tensor(out_name, tuple(plan.keep_modes))
+        out.layout, out.addr = plan.lo, addrs[2]
+        self.mem.onchip[out.name] = out
+        self.registry[out.name] = out
+        if final:
+            self.mem.ensure_on_host(out)
+        return out
+
+    def _slices(self, t: Tensor, cuts, names, rng) -> Tensor:
+        """The host slice of ``t`` at one range of every cut mode (see :meth:`accumulated`)."""
+        for (m, _), (lo, hi) in zip(cuts, rng):
+            t = self._slice(t, m, names[m], lo, hi)
+        return t
+
+    def _accum_mapping(self, As: Tensor, Bs: Tensor, keep: set[str]):
+        """Place piece 0 of :meth:`accumulated` (slices ``As``, ``Bs``): the fastest plan and mapping
+        whose results of all free-loop indices fit the accumulation unit side by side, as
+        ``(plan, mapping, accumulation stride, (X row, Y row, result row))``; None if there is none."""
+        for _, plan in self.planner.scored_plans(As, Bs, keep, None):
+            need = [o.rows for o in (plan.xo, plan.yo) if o is not None]
+            if not self.mem.fits(need + [plan.lo.rows]):
+                continue
+            for mp in plan.mappings:
+                stride = acc_span(mp, self.geo) if free_instrs(mp) > 1 else 0
+                if free_instrs(mp) * max(stride, 1) > self.plan_geo.accum_rows:
+                    continue
+                mark, modes = self.mem.mark(), (As.modes, Bs.modes)
+                self.prepare(plan.X, plan.alpha, plan.xo)
+                self.prepare(plan.Y, plan.beta, plan.yo)
+                addrs = (addr_of(plan.X), addr_of(plan.Y), self.mem.alloc(plan.lo.rows))
+                if instantiate(mp, *addrs, self.geo, acc_stride=stride) is not None:
+                    return plan, mp, stride, addrs
+                self.mem.rollback(mark)
+                As.modes, Bs.modes = modes
+        return None
+
+    def _slice(self, t: Tensor, m: str, pm: str, lo: int, hi: int) -> Tensor:
+        """The host slice ``lo:hi`` of ``t`` along ``m``, as mode ``pm``."""
+        self.dummies += 1      # a fresh suffix: slice names never collide with piece results
+        st = Tensor(f"{t.name}[{pm}]~{self.dummies}", tuple(pm if x == m else x for x in t.modes))
+        st.on_host = True
+        st.read_run = t.read_run
+        self.host_ops.append((t.read_run, "slice", (t.name, st.name, m, pm, lo, hi)))
+        self.stats["chunk_slices"] += 1
+        return st
+
+
+__all__ = ["est_rows", "choose_chunk", "choose_cuts", "chunk_rows", "Chunking"]

@@ -13,32 +13,54 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from typing import Sequence
 
 from gen.compiler.allocate import Memory, NoRoom, Tensor, addr_of
-from gen.compiler.chunk import choose_chunk, choose_cuts, chunk_rows
-from gen.compiler.layout import Layout, ceil_to
+from gen.compiler.chunk import Chunking
+from gen.compiler.layout import Layout, base_mode, ceil_to
 from gen.compiler.mapping import acc_span, free_instrs, instantiate, map_cached
 from gen.compiler.planner import NextInfo, Plan, Planner
 from gen.compiler.relayout import eye_layout, eye_name, onchip_layout, primed
-from gen.compiler.program import CompileError, Program, StepRecord, gemm_dataflows, gemm_transposes
+from gen.compiler.program import (CompileError, Program, StepRecord, gemm_dataflows, gemm_transposes,
+                                  onchip_bytes)
 from gen.design.config import FettaConfig, check_accelerator
-from gen.design.isa import Geometry, Instr, ce_offsets, gemm_macs
+from gen.design.isa import Geometry, Instr, gemm_macs
+from gen.design.timing import dram_bytes_per_cycle, transfer_cycles
 from gen.workload.grouping import group_modes
 from gen.workload.network import Network, path_steps
+
+
+#: where tensors are re-laid out (``Compiler`` ``relayout``): the fewer cycles of the two (the TCU's
+#: identity GEMM against the DRAM time of the host path, which also splits the run), always on chip
+#: where the TCU can, or always through the host
+RELAYOUT_POLICIES = ("auto", "onchip", "host")
 
 
 class NoAccum(Exception):
     """No mapping of a step fits the accumulation unit (the step is chunked)."""
 
 
-class Compiler:
+class Compiler(Chunking):
     """Compile networks into a :class:`gen.compiler.program.Program` (see :mod:`gen.compiler`)."""
 
-    def __init__(self, config: FettaConfig, align: bool = False):
+    def __init__(self, config: FettaConfig, align: bool = False, carry_rows: int = 0, relayout: str = "auto"):
         check_accelerator(config)
+        if relayout not in RELAYOUT_POLICIES:
+            raise CompileError(f"must be one of {', '.join(RELAYOUT_POLICIES)}, got {relayout!r}", field="relayout")
+        self.relayout = relayout
         self.config = config
         self.geo = Geometry.of(config)
+        #: batch pieces (:mod:`gen.compiler.batched`): accumulation rows reserved at the top of the
+        #: unit for the results carried across pieces; every other mapping stays below them
+        self.carry_rows = carry_rows
+        self.carry_next = self.geo.accum_rows - carry_rows
+        self.plan_geo = replace(self.geo, accum_rows=self.carry_next)
+        #: tensors that depend on the batch; (run, position, kind) of instructions of batch-free
+        #: steps (``"free"``) and of steps whose results are carried (``"carry"``)
+        self.batch_dep: set[str] = set()
+        self.tags: list[tuple[int, int, str]] = []
+        self.carried: set[str] = set()
         self.L = config.lanes
         #: row strides aligned for multi-CE grids (``Layout.make``); 0 = compact layouts
         self.align = config.banks if align else 0
@@ -55,7 +77,7 @@ class Compiler:
         #: real (unpadded) extents of padded split modes, see :meth:`useful`
         self.useful_ext: dict[str, float] = {}
         self.mem = Memory(self.geo, self.elem_bytes, self.stats, self.host_ops)
-        self.planner = Planner(config, self.geo, self.align, self.sizes, self.mem, self.dummy)
+        self.planner = Planner(config, self.plan_geo, self.align, self.sizes, self.mem, self.dummy, relayout)
 
     # --- names and extents --------------------------------------------------------------
     def dummy(self) -> str:
@@ -120,44 +142,55 @@ class Compiler:
 
     def relayout_onchip(self, t: Tensor, lane: str, want: Layout, label: str, s_idx: int) -> bool:
         """Re-lay out ``t`` (on chip) into ``want`` with one identity GEMM on the TCU
-        (:mod:`gen.compiler.relayout`); False (nothing done) when that is not possible here."""
+        (:mod:`gen.compiler.relayout`); False (nothing done) when that is not possible here, or
+        (policy ``auto``) slower than the host path."""
         got = onchip_layout(t.layout, lane, want, self.sizes, self.L, self.align)
-        if got is None:
+        if got is None or self.relayout == "host":
             return False
         q = lane
         eye = self.mem.onchip.get(eye_name(q))
-        if not self.mem.fits(([] if eye else [eye_layout(q, self.sizes, self.L).rows]) + [got.rows]):
+        e_lay = eye_layout(q, self.sizes, self.L)
+        if not self.mem.fits(([] if eye else [e_lay.rows]) + [got.rows]):
+            return False
+        # where alloc() will put the identity (unless on chip) and the copy
+        e_addr = eye.addr if eye else ceil_to(self.mem.top, self.geo.banks)
+        addr = ceil_to(self.mem.top if eye else e_addr + e_lay.rows, self.geo.banks)
+        old = t.layout.lane
+        keep = [m for m in t.layout.modes if m != q] + [primed(q)]
+        free, ks = self.planner.loops(t.layout, e_lay, got, old, primed(q), keep, [q])
+        try:
+            mappings = map_cached(tuple(free), tuple(ks), got.stride(old), self.plan_geo)
+        except CompileError:
+            return False
+        instrs = None
+        for mp in mappings:
+            instrs = instantiate(mp, addr_of(t), e_addr, addr, self.geo)
+            if instrs is not None:
+                break
+        if instrs is None or (self.relayout == "auto" and mp.cycles > self.host_relayout_cycles(t)):
             return False
         if eye is None:
             eye = Tensor(eye_name(q), (q, primed(q)))
             eye.on_host = True
             self.eyes[eye.name] = (eye.modes, self.sizes[q])
-            self.mem.place(eye, eye_layout(q, self.sizes, self.L))
-        old = t.layout.lane
-        keep = [m for m in t.layout.modes if m != q] + [primed(q)]
-        free, ks = self.planner.loops(t.layout, eye.layout, got, old, primed(q), keep, [q])
-        try:
-            mappings = map_cached(tuple(free), tuple(ks), got.stride(old), self.geo)
-        except CompileError:
-            return False
-        addr = ceil_to(self.mem.top, self.geo.banks)      # where alloc() will put the copy
-        instrs = None
-        for mp in mappings:
-            instrs = instantiate(mp, addr_of(t), addr_of(eye), addr, self.geo)
-            if instrs is not None:
-                break
-        if instrs is None:
-            return False
+            self.mem.place(eye, e_lay)
+            assert eye.addr == e_addr
         assert self.mem.alloc(got.rows) == addr
-        self.mem.add_instrs(instrs)
+        self._add(instrs, "" if self.depends(t) else "free")
         self._traffic(instrs)
         self.stats["onchip_relayouts"] += 1
         self.steps.append(StepRecord(label, s_idx, t.layout.modes, eye.modes, got.modes, f"re-layout {t.name}",
                                      mp.grid, len(instrs), 0, mp.cycles, want.modes, gemm_dataflows(instrs),
-                                     gemm_transposes(instrs)))
+                                     gemm_transposes(instrs), batch_free=not self.depends(t)))
         t.layout, t.addr = want, addr
         self.mem.onchip[t.name] = t
         return True
+
+    def host_relayout_cycles(self, t: Tensor) -> int:
+        """The DRAM time of re-laying out ``t`` through the host: write it again (an input the host
+        has), or read it back and write it again."""
+        return (1 if t.on_host else 2) * transfer_cycles(t.layout.rows * self.L * self.elem_bytes,
+                                                         dram_bytes_per_cycle(self.config))
 
     def emit(self, label: str, s_idx: int, plan: Plan, out_name: str, final: bool) -> Tensor:
         """Place the operands and the result of ``plan`` and emit its instructions."""
@@ -183,23 +216,60 @@ class Compiler:
         out.layout, out.addr = lo, addr
         # the plan's mappings passed with bases 0; the actual bases can still fail (the network
         # routing depends on the bank of each address): the fastest whose instructions all pass
-        instrs = None
-        for mp in plan.mappings:
-            instrs = instantiate(mp, addr_of(X), addr_of(Y), addr, self.geo)
-            if instrs is not None:
-                break
+        dep = self.depends(X) or self.depends(Y)
+        carried = bool(self.carry_rows) and final and dep and not any(base_mode(m) == "b" for m in plan.keep_modes)
+        instrs, mp = (self._carried_instrs if carried else self._instrs)(plan, addr)
         if instrs is None:
             raise CompileError(f"no mapping of step {s_idx} of {label} passes the ISA checks", field="program")
-        self.mem.add_instrs(instrs)
+        self._add(instrs, "carry" if carried else "" if dep else "free")
+        if dep:
+            self.batch_dep.add(out.name)
+        if carried:
+            self.carried.add(out.name)
         macs = self._count(instrs, X, Y)
         self.steps.append(StepRecord(label, s_idx, X.modes, Y.modes, tuple(plan.keep_modes),
                                      f"A={X.name} B={Y.name}", mp.grid, len(instrs), macs, mp.cycles, lo.modes,
-                                     gemm_dataflows(instrs), gemm_transposes(instrs)))
+                                     gemm_dataflows(instrs), gemm_transposes(instrs), batch_free=not dep))
         self.mem.onchip[out.name] = out
         self.registry[out.name] = out
         if final:
             self.mem.ensure_on_host(out)
         return out
+
+    def _instrs(self, plan: Plan, addr: int):
+        """The instructions of the fastest of ``plan``'s mappings that pass with the real addresses."""
+        for mp in plan.mappings:
+            instrs = instantiate(mp, addr_of(plan.X), addr_of(plan.Y), addr, self.geo)
+            if instrs is not None:
+                return instrs, mp
+        return None, None
+
+    def _carried_instrs(self, plan: Plan, addr: int):
+        """:meth:`_instrs` for a result carried across batch pieces: its partial sums get rows of
+        their own in the reserved top of the accumulation unit (every free-loop index apart)."""
+        for mp in plan.mappings:
+            stride = acc_span(mp, self.geo)
+            need = free_instrs(mp) * stride
+            if self.carry_next + need > self.geo.accum_rows:
+                continue
+            instrs = instantiate(mp, addr_of(plan.X), addr_of(plan.Y), addr, self.geo, acc_stride=stride,
+                                 acc_base=self.carry_next)
+            if instrs is not None:
+                self.carry_next += need
+                return instrs, mp
+        raise CompileError("the results carried across batch pieces do not fit the reserved accumulation rows",
+                           field="accum_kb")
+
+    def depends(self, t: Tensor) -> bool:
+        """Does ``t`` depend on the batch (a batch mode, or computed from such a tensor)?"""
+        return t.name in self.batch_dep or any(base_mode(m) == "b" for m in t.modes)
+
+    def _add(self, instrs: list[Instr], kind: str) -> None:
+        """Append ``instrs`` to the program, tagged ``kind`` (``""``: untagged) in :attr:`tags`."""
+        for ins in instrs:
+            self.mem.add_instrs([ins])
+            if kind:
+                self.tags.append((len(self.mem.runs) - 1, len(self.mem.cur.program) - 1, kind))
 
     def _count(self, instrs: list[Instr], X: Tensor, Y: Tensor) -> int:
         """Add a step's useful and padded MACs and on-chip traffic to the stats; its useful MACs."""
@@ -211,169 +281,7 @@ class Compiler:
     def _traffic(self, instrs: list[Instr]) -> None:
         """Add the padded MACs and the on-chip traffic of ``instrs`` to the stats."""
         self.stats["padded_macs"] += sum(gemm_macs(i, self.geo) for i in instrs)
-        for i in instrs:
-            # unified rows read (a row multicast to several CEs counts once) and rows written back
-            reads = len(set(ce_offsets(i, "a"))) + len(set(ce_offsets(i, "b")))
-            writes = i.gm * i.gn * self.geo.ce_rows
-            rows = i.L0 * i.L1 * (i.K * reads + writes)
-            self.stats["onchip_bytes"] += rows * self.L * self.elem_bytes
-
-    # --- chunking of oversized steps --------------------------------------------------
-    def chunked(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
-                final: bool) -> Tensor:
-        """Split a step that does not fit one half (or the accumulation unit) into pieces.
-
-        Two ways, the one writing fewer rows from the host first: over a mode the result keeps
-        (:meth:`concatenated`), or over a contracted mode with the partial sums held in the
-        accumulation unit across the pieces (:meth:`accumulated`; only when it is the unified
-        memory, not the accumulation unit, that is too small)."""
-        sizes = self.sizes
-        budget = int(self.geo.unified_half_rows * 0.9)
-        out_modes = [m for m in dict.fromkeys(A.modes + B.modes) if m in keep and not m.startswith("_")]
-        kmodes = [m for m in dict.fromkeys(A.modes) if m in B.modes and m not in keep and not m.startswith("_")]
-        free = choose_chunk(A.modes, B.modes, out_modes, sizes, budget, self.L)
-        cuts = choose_cuts(A.modes, B.modes, out_modes, kmodes, sizes, budget, self.L)
-        for t in (A, B):
-            if t.name in self.mem.onchip and not t.on_host:
-                self.mem.ensure_on_host(t)
-        if cuts is not None and (free is None or chunk_rows(A.modes, B.modes, cuts, sizes, self.L)
-                                 <= chunk_rows(A.modes, B.modes, [free], sizes, self.L)):
-            res = self.accumulated(label, s_idx, A, B, keep, out_name, final, cuts)
-            if res is not None:
-                return res
-        if free is None:
-            raise CompileError(f"step {s_idx} of {label} ({A.modes} x {B.modes} -> {sorted(keep)}, sizes "
-                               f"{ {m: sizes[m] for m in set(A.modes) | set(B.modes)} }) does not fit one unified "
-                               f"half, has no free mode to chunk, and no contracted mode whose pieces fit with the "
-                               f"partial sums in the accumulation unit", field="unified_kb")
-        return self.concatenated(label, s_idx, A, B, keep, out_name, *free)
-
-    def concatenated(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
-                     m: str, piece: int) -> Tensor:
-        """Chunk over mode ``m`` of the result: pieces ``m@lo:hi``, concatenated by the host.
-
-        Operands holding ``m`` are host slices; the others are written again for every piece; each
-        piece is an ordinary step (itself chunked again if it still does not fit), its result is
-        read back, and the host concatenates the pieces along ``m``. Every piece therefore moves its
-        operands and result through DRAM (counted in ``dram_bytes``).
-        """
-        S = self.sizes[m]
-        out_modes = [x for x in dict.fromkeys(A.modes + B.modes) if x in keep and not x.startswith("_")]
-        self.stats["chunked_steps"] += 1
-        parts: list[tuple[Tensor, str]] = []
-        for lo in range(0, S, piece):
-            hi = min(S, lo + piece)
-            pm = f"{m}@{lo}:{hi}"     # unique per extent: mode sizes are global by name
-            self.sizes[pm] = hi - lo
-            ops = [self._slice(t, m, pm, lo, hi) if m in t.modes else t for t in (A, B)]
-            pkeep = {pm if x == m else x for x in keep}
-            self.mem.live = self.mem.live | {A.name, B.name}
-            res = self.step(label, s_idx, ops[0], ops[1], pkeep, f"{out_name}[{pm}]", None, True)
-            parts.append((res, pm))
-        out = Tensor(out_name, tuple(out_modes))
-        out.on_host = True
-        out.read_run = max(r.read_run for r, _ in parts)
-        self.host_ops.append((out.read_run, "concat", (out.name, out.modes, m,
-                                                        tuple((r.name, pm) for r, pm in parts))))
-        self.registry[out.name] = out
-        return out
-
-    def accumulated(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
-                    final: bool, cuts: list[tuple[str, int]]) -> Tensor | None:
-        """Chunk over contracted modes (``cuts``: mode, piece size): the partial sums stay in the
-        accumulation unit.
-
-        Every piece is a segment of its own (so the pieces alternate ping-pong halves and the host
-        writes of one overlap the compute of the other) holding host slices of both operands (one
-        range of every cut mode), zero-padded to whole pieces, so that every piece is the same step:
-        piece 0 is planned, every piece runs its instructions at the same addresses, the later ones
-        adding to the accumulation unit (``ACC``; each free-loop index keeps its own accumulation
-        rows, :func:`gen.compiler.mapping.acc_span`). The last piece's write-back leaves the result
-        on chip like any step's. None when no mapping keeps its partial sums in the accumulation unit."""
-        sizes = self.sizes
-        names = {m: f"{m}#{piece}" for m, piece in cuts}   # one name per cut: the pieces are one step
-        sizes.update({names[m]: piece for m, piece in cuts})
-        ranges = list(itertools.product(*([(lo, min(sizes[m], lo + piece)) for lo in range(0, sizes[m], piece)]
-                                          for m, piece in cuts)))
-        macs = round(math.prod(self.useful(x) for x in set(A.modes) | set(B.modes)))
-        self.mem.live = self.mem.live | {A.name, B.name}
-        self.mem.close_segment()
-        mark = self.mem.mark()
-        nops = len(self.host_ops)
-        slices = [self._slices(t, cuts, names, ranges[0]) for t in (A, B)]
-        chosen = self._accum_mapping(slices[0], slices[1], keep)
-        if chosen is None:
-            self.mem.rollback(mark)
-            del self.host_ops[nops:]
-            return None
-        plan, mp, stride, addrs = chosen
-        self.stats["chunked_steps"] += 1
-        self.stats["macs"] += macs
-        roles = [slices.index(plan.X), slices.index(plan.Y)]
-        full = math.prod(sizes[m] for m, _ in cuts)
-        for p, rng in enumerate(ranges):
-            if p:
-                self.mem.close_segment()
-                slices = [self._slices(t, cuts, names, rng) for t in (A, B)]
-                X, Y = slices[roles[0]], slices[roles[1]]
-                self.prepare(X, plan.alpha, plan.xo)
-                self.prepare(Y, plan.beta, plan.yo)
-                got = (addr_of(X), addr_of(Y), self.mem.alloc(plan.lo.rows))
-                assert got == addrs, (got, addrs)     # a fresh segment, the same allocations
-            instrs = instantiate(mp, *addrs, self.geo, acc_stride=stride, carry=p > 0)
-            assert instrs is not None               # the same addresses as piece 0's, which passed
-            self.mem.add_instrs(instrs)
-            self._traffic(instrs)
-            where = ",".join(f"{m}[{lo}:{hi}]" for (m, _), (lo, hi) in zip(cuts, rng))
-            self.steps.append(StepRecord(label, s_idx, A.modes, B.modes, tuple(plan.keep_modes),
-                                         f"A={(A, B)[roles[0]].name} B={(A, B)[roles[1]].name} {where}",
-                                         mp.grid, len(instrs), macs * math.prod(hi - lo for lo, hi in rng) // full,
-                                         mp.cycles, plan.lo.modes, gemm_dataflows(instrs), gemm_transposes(instrs)))
-        out = Tensor(out_name, tuple(plan.keep_modes))
-        out.layout, out.addr = plan.lo, addrs[2]
-        self.mem.onchip[out.name] = out
-        self.registry[out.name] = out
-        if final:
-            self.mem.ensure_on_host(out)
-        return out
-
-    def _slices(self, t: Tensor, cuts, names, rng) -> Tensor:
-        """The host slice of ``t`` at one range of every cut mode (see :meth:`accumulated`)."""
-        for (m, _), (lo, hi) in zip(cuts, rng):
-            t = self._slice(t, m, names[m], lo, hi)
-        return t
-
-    def _accum_mapping(self, As: Tensor, Bs: Tensor, keep: set[str]):
-        """Place piece 0 of :meth:`accumulated` (slices ``As``, ``Bs``): the fastest plan and mapping
-        whose results of all free-loop indices fit the accumulation unit side by side, as
-        ``(plan, mapping, accumulation stride, (X row, Y row, result row))``; None if there is none."""
-        for _, plan in self.planner.scored_plans(As, Bs, keep, None):
-            need = [o.rows for o in (plan.xo, plan.yo) if o is not None]
-            if not self.mem.fits(need + [plan.lo.rows]):
-                continue
-            for mp in plan.mappings:
-                stride = acc_span(mp, self.geo) if free_instrs(mp) > 1 else 0
-                if free_instrs(mp) * max(stride, 1) > self.geo.accum_rows:
-                    continue
-                mark, modes = self.mem.mark(), (As.modes, Bs.modes)
-                self.prepare(plan.X, plan.alpha, plan.xo)
-                self.prepare(plan.Y, plan.beta, plan.yo)
-                addrs = (addr_of(plan.X), addr_of(plan.Y), self.mem.alloc(plan.lo.rows))
-                if instantiate(mp, *addrs, self.geo, acc_stride=stride) is not None:
-                    return plan, mp, stride, addrs
-                self.mem.rollback(mark)
-                As.modes, Bs.modes = modes
-        return None
-
-    def _slice(self, t: Tensor, m: str, pm: str, lo: int, hi: int) -> Tensor:
-        """The host slice ``lo:hi`` of ``t`` along ``m``, as mode ``pm``."""
-        self.dummies += 1      # a fresh suffix: slice names never collide with piece results
-        st = Tensor(f"{t.name}[{pm}]~{self.dummies}", tuple(pm if x == m else x for x in t.modes))
-        st.on_host = True
-        st.read_run = t.read_run
-        self.host_ops.append((t.read_run, "slice", (t.name, st.name, m, pm, lo, hi)))
-        self.stats["chunk_slices"] += 1
-        return st
+        self.stats["onchip_bytes"] += onchip_bytes(instrs, self.geo, self.elem_bytes)
 
     # --- networks -------------------------------------------------------------------
     def network(self, net: Network, path: Sequence[Sequence[int]], tensors: dict[str, Tensor],
@@ -417,7 +325,8 @@ class Compiler:
                        onchip_relayouts=st["onchip_relayouts"],
                        dram_bytes=st["dram_bytes"],
                        onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"],
-                       chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"], **kw)
+                       chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"],
+                       instr_tags=list(self.tags), carried=set(self.carried), batch_dep=set(self.batch_dep), **kw)
 
 
-__all__ = ["Compiler", "NoAccum"]
+__all__ = ["Compiler", "NoAccum", "RELAYOUT_POLICIES"]

@@ -135,4 +135,10 @@ def useful_split(m: str, size: int, lanes: int) -> dict[str, float]:
     return {f"{m}~h": size / lanes, f"{m}~l": float(lanes)}
 
 
-__all__ = ["Layout", "ceil_to", "PAD_WASTE", "padded_size", "split_modes", "useful_split"]
+def base_mode(m: str) -> str:
+    """The network mode a compiler mode stands for: ``b~h@0:2`` / ``b~l#4`` / ``b'`` -> ``b``."""
+    m = m.split("@")[0].split("#")[0].rstrip("'")
+    return m[:-2] if m.endswith(("~h", "~l")) else m
+
+
+__all__ = ["Layout", "ceil_to", "PAD_WASTE", "padded_size", "split_modes", "useful_split", "base_mode"]

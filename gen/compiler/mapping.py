@@ -213,13 +213,13 @@ def free_instrs(mp: Mapping_) -> int:
 
 
 def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry, acc_stride: int = 0,
-                carry: bool = False) -> list[Instr] | None:
+                carry: bool = False, acc_base: int = 0) -> list[Instr] | None:
     """The instructions of mapping ``mp`` with operands at rows ``a0`` / ``b0`` and the result at
     ``w0``: one per unrolled index (contracted ones chained with ``ACC``, write-back on the last),
     or None when one fails :func:`gen.design.isa.check` (the routing depends on the real banks).
 
     ``acc_stride``: accumulation-unit rows between the free-loop indices' results (0: every index
-    reuses rows from 0; :func:`acc_span` keeps them apart, so that they survive the step);
+    reuses rows from ``acc_base``; :func:`acc_span` keeps them apart, so that they survive the step);
     ``carry``: every instruction adds to the accumulation unit (a later piece of a step chunked
     over a contracted mode adds to the partial sums of the earlier pieces)."""
     tmpl = template(mp)
@@ -233,7 +233,7 @@ def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry, acc_stri
         for n, kidx in enumerate(kidxs):
             ka = sum(i * lp.a for i, lp in zip(kidx, ku))
             kb = sum(i * lp.b for i, lp in zip(kidx, ku))
-            ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo, o_base=f * acc_stride,
+            ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo, o_base=acc_base + f * acc_stride,
                           flags=int((Flag.ACC if n or carry else 0) | (Flag.WB if n == len(kidxs) - 1 else 0)))
             if check(ins, geo) != ErrorCode.NONE:
                 return None

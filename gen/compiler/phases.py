@@ -12,13 +12,16 @@ and every WG network is re-solved with the saved tensors as extra inputs when th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from gen.compiler.allocate import Tensor
+from gen.compiler.batched import pieced
 from gen.compiler.compiler import Compiler
-from gen.compiler.layout import padded_size, split_modes, useful_split
+from gen.compiler.layout import ceil_to, padded_size, split_modes, useful_split
 from gen.compiler.program import CompileError, Program
 from gen.design.config import FettaConfig
+from gen.design.isa import Geometry
 from gen.search.csse import best_path
 from gen.workload.network import Network, Operand, path_macs, path_steps, phase_networks
 
@@ -40,7 +43,8 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 
 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
-                  reuse: bool = True, align: bool = False, pad: bool | None = None) -> Program:
+                  reuse: bool = True, align: bool = False, pad: bool | None = None,
+                  pieces: int | None = None, relayout: str = "auto") -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
@@ -48,16 +52,60 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     (:meth:`Program.timeline`: compute and DRAM stalls; padding costs MACs, memory and DRAM bytes, and
     can force chunking).
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
-    NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
+    NOT to help (see ``docs/compiler.md``), so compact layouts stay the default.
+    ``pieces``: run the batch in that many pieces (:mod:`gen.compiler.batched`); ``None`` also
+    compiles 2, 4, 8 and 16 pieces where they divide the batch and keeps the fastest end to end.
+    ``relayout``: where a tensor whose lane does not suit its consumer is re-laid out (``auto``: the
+    fewer cycles of the TCU's identity GEMM and the host path; ``onchip``; ``host``)."""
+    pads = [pad]
     if pad is None:
-        progs = [_compile_layer(spec, phase, config, paths, reuse, align, False)]
+        pads = [False]
         phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
         if any(padded_size(sz, config.lanes) != sz for ph in phases for net in phase_networks(spec, ph)
                for sz in net.sizes.values()):
-            progs.append(_compile_layer(spec, phase, config, paths, reuse, align, True))
-        # end to end: padding changes the compute and the bytes moved (and so the DRAM stalls)
-        return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
-    return _compile_layer(spec, phase, config, paths, reuse, align, pad)
+            pads.append(True)
+    counts = [P for P in (2, 4, 8, 16) if spec.batch % P == 0] if pieces is None else \
+        [] if pieces == 1 else [pieces]
+    progs, wholes = [], []
+    for pd in pads:
+        wholes.append(_compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout))
+        if pieces is None or pieces == 1:
+            progs.append(wholes[-1])
+        # a piece must fit one segment: with the whole batch taking S segments, try P >= S (compile
+        # time), and stop once more pieces stop paying
+        segments = 1 + sum(a.half != b.half for a, b in zip(wholes[-1].runs, wholes[-1].runs[1:]))
+        last = None
+        for P in counts:
+            if pieces is None and P < segments:
+                continue
+            prog = _compile_pieces(spec, phase, config, paths, reuse, align, pd, P, relayout)
+            if prog is None:
+                continue
+            # useful MACs are the whole batch's: a piece's MAC-optimal path can cost more in all
+            prog.macs = min(prog.macs, wholes[-1].macs)
+            progs.append(prog)
+            cycles = prog.timeline(config).cycles
+            if pieces is None and last is not None and cycles >= last:
+                break
+            last = cycles
+    if not progs:
+        raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them "
+                           f"and a piece compile into one segment of one ping-pong half)", field="pieces")
+    # end to end: padding changes the compute and the bytes moved (and so the DRAM stalls); batch
+    # pieces overlap the transfers with compute
+    return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+
+
+def _compile_pieces(spec, phase, config, paths, reuse, align, pad, P: int, relayout: str) -> Program | None:
+    """The phase in ``P`` batch pieces (:func:`gen.compiler.batched.pieced`), None if not possible."""
+    geo = Geometry.of(config)
+    carry = ceil_to(geo.accum_rows // 4, geo.banks) if phase in ("wg", "train") else 0
+    try:
+        piece = _compile_layer(replace(spec, batch=spec.batch // P), phase, config, paths, reuse, align, pad,
+                               carry_rows=carry, relayout=relayout)
+    except CompileError:
+        return None
+    return pieced(piece, P, spec.batch, config)
 
 
 class _Layer:
@@ -92,9 +140,10 @@ class _Layer:
         self.results.setdefault(net.target, []).append((out.name, out.modes, net.result_shape, net.output, crop))
 
 
-def _compile_layer(spec, phase, config, paths, reuse, align, pad) -> Program:
+def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: int = 0,
+                   relayout: str = "auto") -> Program:
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
-    comp = Compiler(config, align=align)
+    comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=relayout)
     layer = _Layer(comp, config.lanes, pad)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []

@@ -27,8 +27,10 @@ from gen.compiler.allocate import Memory, Tensor
 from gen.compiler.layout import Layout, ceil_to
 from gen.compiler.mapping import Lp, Mapping_, map_cached
 from gen.compiler.program import CompileError
+from gen.compiler.relayout import eye_layout, onchip_layout, primed
 from gen.design.config import FettaConfig
 from gen.design.isa import Geometry
+from gen.design.timing import dram_bytes_per_cycle, transfer_cycles
 from gen.workload.grouping import group_modes
 
 #: (modes of the consumer's other operand, modes the consumer keeps, that operand's tensor if it exists yet)
@@ -71,9 +73,13 @@ class Planner:
     """Plans the steps of one compilation (``sizes`` and ``mem`` are the compiler's, shared)."""
 
     def __init__(self, config: FettaConfig, geo: Geometry, align: int, sizes: dict[str, int], mem: Memory,
-                 dummy: Callable[[], str]):
+                 dummy: Callable[[], str], relayout: str = "auto"):
         self.config = config
         self.geo = geo
+        #: the compiler's re-layout policy (``gen.compiler.compiler.RELAYOUT_POLICIES``)
+        self.relayout = relayout
+        #: (layout, lane) -> :meth:`relayout_cycles`
+        self._relayouts: dict[tuple, int] = {}
         self.L = config.lanes
         self.align = align
         self.sizes = sizes
@@ -108,12 +114,37 @@ class Planner:
         penalty = 0
         for t, lane in ((X, alpha), (Y, beta)):
             if t.name in self.mem.onchip and (lane is None or t.layout.lane != lane):
-                penalty += 4 * -(-t.layout.rows // self.geo.banks)     # re-layout now
+                penalty += self.relayout_cycles(t, lane)                # re-layout now
         if next_info is not None and beta is not None:
             other, nkeep = next_info[0], next_info[1]
             if beta in other or beta not in nkeep:                    # re-layout later
                 penalty += 4 * -(-math.prod(self.sizes[m] for m in keep) // (self.L * self.geo.banks))
         return penalty
+
+    def relayout_cycles(self, t: Tensor, lane: str | None) -> int:
+        """Estimated cycles to give ``t`` (on chip) the lane ``lane``: the fewer of the identity GEMM's
+        (:mod:`gen.compiler.relayout`, with the other modes in their order; the plan's order may
+        differ) and the DRAM time of the host path (write again, after a read back unless the host
+        has it)."""
+        key = (t.layout, lane, t.on_host)
+        if key not in self._relayouts:
+            cost = (1 if t.on_host else 2) * transfer_cycles(t.layout.rows * self.L * self.config.elem_bits // 8,
+                                       dram_bytes_per_cycle(self.config))
+            old = t.layout.lane
+            want = None if lane is None else self.operand_layout(t, tuple(m for m in t.layout.modes if m != lane) + (lane,))
+            got = None if want is None or self.relayout == "host" else \
+                onchip_layout(t.layout, lane, want, self.sizes, self.L, self.align)
+            if got is not None:
+                keep = [m for m in t.layout.modes if m != lane] + [primed(lane)]
+                free, ks = self.loops(t.layout, eye_layout(lane, self.sizes, self.L), got, old, primed(lane), keep,
+                                      [lane])
+                try:
+                    onchip = map_cached(tuple(free), tuple(ks), got.stride(old), self.geo)[0].cycles
+                    cost = onchip if self.relayout == "onchip" else min(cost, onchip)
+                except CompileError:
+                    pass
+            self._relayouts[key] = cost
+        return self._relayouts[key]
 
     def candidates(self, A: Tensor, B: Tensor, keep: set[str], next_info: NextInfo | None):
         """Candidate plans of a step, cheapest estimate first, and the contracted modes.

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from gen.compiler.layout import Layout
 from gen.design.config import FettaConfig
-from gen.design.isa import Dataflow, Instr, Opcode, assemble
+from gen.design.isa import Dataflow, Geometry, Instr, Opcode, assemble, ce_offsets
 from gen.design.timing import RunTiming, Timeline, dram_bytes_per_cycle, program_cycles, timeline
 from gen.errors import FettaError
 
@@ -74,6 +74,8 @@ class StepRecord:
     dataflows: tuple[str, ...] = ()
     #: GEMM instructions that transpose in the distribution or the reduction network
     transposes: int = 0
+    #: no operand depends on the batch (core x core): batch pieces compute it once per half
+    batch_free: bool = False
 
 
 @dataclass
@@ -105,6 +107,19 @@ class Program:
     input_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: host-store inputs: npz key -> (size, padded size) per axis of the npz array (``split_modes``)
     input_pads: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    #: host-store inputs cut from an npz array: name -> (npz key, first, end) along its batch axis 0
+    input_slices: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    #: results assembled from batch pieces: npz key -> pieces (concatenated along axis 0)
+    result_pieces: dict[str, int] = field(default_factory=dict)
+    #: (run, position, kind) of instructions of batch-free steps (``"free"``) and of steps whose
+    #: results are carried across batch pieces (``"carry"``), see :mod:`gen.compiler.batched`
+    instr_tags: list[tuple[int, int, str]] = field(default_factory=list)
+    #: host names of the results carried across batch pieces (accumulated in the accumulation unit)
+    carried: set[str] = field(default_factory=set)
+    #: host names of the tensors that depend on the batch
+    batch_dep: set[str] = field(default_factory=set)
+    #: batch pieces the program runs (1: the whole batch at once)
+    pieces: int = 1
 
     @property
     def est_cycles(self) -> int:
@@ -128,14 +143,43 @@ class Program:
         """What :func:`gen.design.timing.timeline` needs of every run: its half, the DRAM bytes of its
         writes and reads, and its compute cycles (``compute``: measured ones, e.g. the emulator's;
         default :func:`gen.design.timing.program_cycles` of its instructions)."""
+        after = self.write_deps()
         return [RunTiming.of_rows(run.half, sum(w.layout.rows for w in run.writes),
                                   program_cycles(run.words, config) if compute is None else compute[i],
-                                  sum(r.layout.rows for r in run.reads), config)
+                                  sum(r.layout.rows for r in run.reads), config, after[i])
                 for i, run in enumerate(self.runs)]
+
+    def write_deps(self) -> list[int]:
+        """Per run, the latest earlier run after which the host has the data of its writes (a tensor
+        read back by that run, or sliced / concatenated from one after it); -1 for inputs only."""
+        ops: dict[int, list] = {}
+        for r, kind, args in self.host_ops:
+            ops.setdefault(r, []).append((kind, args))
+        avail: dict[str, int] = {}
+        deps = []
+        for i, run in enumerate(self.runs):
+            deps.append(max([-1] + [avail.get(w.name, -1) for w in run.writes]))
+            for rd in run.reads:
+                avail[rd.name] = i
+            for kind, args in ops.get(i, ()):
+                if kind in ("slice", "concat"):
+                    avail[args[1] if kind == "slice" else args[0]] = i
+        return deps
 
     def timeline(self, config: FettaConfig, compute: Sequence[int] | None = None) -> Timeline:
         """End-to-end timing of the program, DRAM transfers included (:mod:`gen.design.timing`)."""
         return timeline(self.run_timings(config, compute), dram_bytes_per_cycle(config))
+
+
+def onchip_bytes(instrs: Sequence[Instr], geo: Geometry, elem_bytes: int) -> int:
+    """Unified-memory bytes the GEMMs ``instrs`` read (a row multicast to several CEs counts once)
+    and write back."""
+    total = 0
+    for i in instrs:
+        reads = len(set(ce_offsets(i, "a"))) + len(set(ce_offsets(i, "b")))
+        writes = i.gm * i.gn * geo.ce_rows
+        total += i.L0 * i.L1 * (i.K * reads + writes) * geo.lanes * elem_bytes
+    return total
 
 
 def gemm_dataflows(instrs: Sequence[Instr]) -> tuple[str, ...]:
@@ -149,4 +193,4 @@ def gemm_transposes(instrs: Sequence[Instr]) -> int:
     return 0
 
 
-__all__ = ["gemm_dataflows", "gemm_transposes", "CompileError", "Write", "Read", "Run", "StepRecord", "Program"]
+__all__ = ["onchip_bytes", "gemm_dataflows", "gemm_transposes", "CompileError", "Write", "Read", "Run", "StepRecord", "Program"]

@@ -9,8 +9,10 @@ compute across the two halves as the hardware allows:
 
 1. the runs compute in program order, one at a time; run ``i`` starts once its writes are done
    and run ``i - 1`` has finished;
-2. the writes of run ``i`` may start once the DMA channel is free and every earlier run on the same
-   half has had its results read back (the half is then free to overwrite);
+2. the writes of run ``i`` may start once the DMA channel is free, every earlier run on the same
+   half has had its results read back (the half is then free to overwrite), and the reads of run
+   ``after`` are done (``RunTiming.after``: the latest run whose read-back data its writes carry,
+   e.g. a tensor spilled by one run and written again for the next);
 3. the reads of run ``i`` may start once run ``i`` has finished and the DMA channel is free;
 4. the DMA channel moves one transfer at a time, ``ceil(bytes / bytes_per_cycle)`` cycles each,
    and of the transfers that may start it takes the one that can start first (a write on a tie,
@@ -33,19 +35,21 @@ from gen.design.isa import OVERHEAD, START_CYCLES, Geometry, Opcode, decode, exe
 
 @dataclass(frozen=True)
 class RunTiming:
-    """What the rule needs of one run: its half, bytes in, compute cycles, bytes out."""
+    """What the rule needs of one run: its half, bytes in, compute cycles, bytes out, and the
+    latest earlier run whose reads its writes wait for (-1: none)."""
 
     half: int
     write_bytes: int
     compute_cycles: int
     read_bytes: int
+    after: int = -1
 
     @classmethod
     def of_rows(cls, half: int, write_rows: int, compute_cycles: int, read_rows: int,
-                config: FettaConfig) -> "RunTiming":
+                config: FettaConfig, after: int = -1) -> "RunTiming":
         """A run that writes and reads whole unified-memory rows (``lanes`` stored elements each)."""
         row_bytes = config.lanes * config.elem_bits // 8
-        return cls(half, write_rows * row_bytes, compute_cycles, read_rows * row_bytes)
+        return cls(half, write_rows * row_bytes, compute_cycles, read_rows * row_bytes, after)
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,11 @@ def timeline(runs: Sequence[RunTiming], bytes_per_cycle: float) -> Timeline:
     while r < n:
         ready_w = None
         if w < n:
-            prev = [j for j in range(w) if runs[j].half == runs[w].half]
-            if not prev or prev[-1] < r:
+            if not -1 <= runs[w].after < w:
+                raise ValueError(f"run {w} waits for the reads of run {runs[w].after}, not an earlier run")
+            prev = [j for j in range(w) if runs[j].half == runs[w].half] + \
+                ([runs[w].after] if runs[w].after >= 0 else [])
+            if not prev or max(prev) < r:
                 ready_w = max([dma] + [r_end[j] for j in prev])
         ready_r = max(dma, c_end[r]) if r < w else None
         if ready_w is not None and (ready_r is None or ready_w <= ready_r):

@@ -85,13 +85,33 @@ def _host_ops(ops, store, sizes) -> None:
             store[dst] = (np.concatenate(arrs, axis=dmodes.index(m)), tuple(dmodes))
 
 
+def _assemble(parts, store, pieces: int) -> np.ndarray:
+    """A result from the host tensors ``parts``: the terms of each batch piece summed (block terms,
+    in float64), the pieces concatenated along the batch axis 0."""
+    out = []
+    per = len(parts) // pieces
+    for p in range(pieces):
+        total = None
+        for name, modes, shape, output, crop in parts[p * per:(p + 1) * per]:
+            arr, amodes = store[name]
+            # drop dummy modes (size 1, index 0)
+            arr = arr[tuple(0 if m.startswith("_") else slice(None) for m in amodes)]
+            amodes = tuple(m for m in amodes if not m.startswith("_"))
+            arr = np.transpose(arr, [amodes.index(m) for m in output]).astype(np.float64)
+            arr = arr.reshape([p for _, p in crop])[tuple(slice(0, s) for s, _ in crop)].reshape(shape)
+            total = arr if total is None else total + arr
+        out.append(total)
+    return out[0] if pieces == 1 else np.concatenate(out, axis=0)
+
+
 def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig, progress=None) -> Execution:
     """Run ``prog`` on the emulator; the host store starts with ``inputs`` (float32, bf16-exact)."""
     emu = Emulator(config)
     sizes = prog.sizes
     store: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {}
     for name, modes in prog.input_modes.items():
-        arr = np.asarray(inputs[name], np.float32)
+        key, lo, hi = prog.input_slices.get(name, (name, None, None))
+        arr = np.asarray(inputs[key], np.float32)[lo:hi]
         pads = prog.input_pads.get(name)
         if pads:
             arr = np.pad(arr.reshape([s for s, _ in pads]), [(0, p - s) for s, p in pads])
@@ -128,19 +148,8 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
                      "ureads": [(run.half, rd.addr, rd.layout.rows) for rd in run.reads]})
         if progress is not None:
             progress()
-    results = {}
-    for target, parts in prog.results.items():
-        total = None
-        for name, modes, shape, output, crop in parts:
-            arr, amodes = store[name]
-            # drop dummy modes (size 1, index 0)
-            idx = tuple(0 if m.startswith("_") else slice(None) for m in amodes)
-            arr = arr[idx]
-            amodes = tuple(m for m in amodes if not m.startswith("_"))
-            arr = np.transpose(arr, [amodes.index(m) for m in output]).astype(np.float64)
-            arr = arr.reshape([p for _, p in crop])[tuple(slice(0, s) for s, _ in crop)].reshape(shape)
-            total = arr if total is None else total + arr
-        results[target] = total
+    results = {target: _assemble(parts, store, prog.result_pieces.get(target, 1))
+               for target, parts in prog.results.items()}
     measured = [c for c, _ in trace]
     if measured != [t.compute_cycles for t in prog.run_timings(config)]:
         raise ExecutionError("emulator cycles differ from the static program timing", field="program")
