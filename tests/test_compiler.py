@@ -62,9 +62,9 @@ def bound(spec, inputs, phases, prog):
     return {k: out[k] * yabs[k] for k in yabs}
 
 
-def check_layer(spec, phase, config=DEFAULT, seed=0, align=False):
+def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, **kw):
     inputs = random_inputs(spec, seed)
-    prog = compile_layer(spec, phase, config, align=align)
+    prog = compile_layer(spec, phase, config, align=align, **kw)
     ex = execute(prog, inputs, config)
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     gold = compute(spec, inputs, phases=phases)

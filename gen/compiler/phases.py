@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 from gen.compiler.allocate import Tensor
 from gen.compiler.compiler import Compiler
 from gen.compiler.layout import padded_size, split_modes, useful_split
+from gen.compiler.pipeline import PIECES, piece_counts, pipelined_network
 from gen.compiler.program import CompileError, Program
 from gen.design.config import FettaConfig
 from gen.search.csse import best_path
@@ -40,24 +41,56 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 
 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
-                  reuse: bool = True, align: bool = False, pad: bool | None = None) -> Program:
+                  reuse: bool = True, align: bool = False, pad: bool | None = None,
+                  pipeline: bool | int | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
     both ways when padding would change anything and keeps the program with fewer cycles end to end
     (:meth:`Program.timeline`: compute and DRAM stalls; padding costs MACs, memory and DRAM bytes, and
     can force chunking).
+    ``pipeline`` (``fp`` and ``bp`` only): batch pipelining (:mod:`gen.compiler.pipeline`); ``None`` or
+    ``True`` also compiles every piece count of :data:`PIECES` that divides the batch and keeps the
+    program with the fewest cycles end to end; an int ``P`` compiles ``P`` pieces only (one piece if
+    ``P`` does not divide the batch); ``False`` (or 1) one piece.
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
     NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
+    pads = [pad]
     if pad is None:
-        progs = [_compile_layer(spec, phase, config, paths, reuse, align, False)]
+        pads = [False]
         phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
         if any(padded_size(sz, config.lanes) != sz for ph in phases for net in phase_networks(spec, ph)
                for sz in net.sizes.values()):
-            progs.append(_compile_layer(spec, phase, config, paths, reuse, align, True))
-        # end to end: padding changes the compute and the bytes moved (and so the DRAM stalls)
-        return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
-    return _compile_layer(spec, phase, config, paths, reuse, align, pad)
+            pads.append(True)
+    progs = []
+    for pd in pads:
+        counts = _piece_choices(spec, phase, config, pd, pipeline)
+        base = None
+        if not counts or pipeline is None or pipeline is True:
+            base = _compile_layer(spec, phase, config, paths, reuse, align, pd)
+            progs.append(base)
+        for pieces in counts:
+            try:
+                prog = _compile_layer(spec, phase, config, paths, reuse, align, pd, pieces)
+            except CompileError:
+                if base is None:        # asked for exactly these pieces
+                    raise
+                continue                # e.g. a piece needs chunking over a contracted mode: one piece does
+            if base is not None and prog.macs != base.macs:
+                raise CompileError(f"internal: {pieces} batch pieces give {prog.macs} MACs, one piece "
+                                   f"{base.macs}", field="phase")
+            progs.append(prog)
+    # end to end: padding and pipelining change the compute and the bytes moved (and so the DRAM stalls)
+    return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+
+
+def _piece_choices(spec, phase: str, config: FettaConfig, pad: bool, pipeline: bool | int | None) -> list[int]:
+    """The batch piece counts to try for ``phase`` (those dividing every network's batch piece mode)."""
+    if phase not in ("fp", "bp") or pipeline is False:
+        return []
+    wanted = PIECES if pipeline is None or pipeline is True else (int(pipeline),)
+    nets = [split_modes(net, config.lanes, pad) for net in phase_networks(spec, phase)]
+    return [p for p in wanted if all(p in piece_counts(net, (p,)) for net in nets)]
 
 
 class _Layer:
@@ -92,13 +125,14 @@ class _Layer:
         self.results.setdefault(net.target, []).append((out.name, out.modes, net.result_shape, net.output, crop))
 
 
-def _compile_layer(spec, phase, config, paths, reuse, align, pad) -> Program:
+def _compile_layer(spec, phase, config, paths, reuse, align, pad, pieces: int = 1) -> Program:
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     comp = Compiler(config, align=align)
     layer = _Layer(comp, config.lanes, pad)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []
     reused: dict[str, list[str]] = {}
+    piped = 0
     for ph in phases:
         for net in phase_networks(spec, ph):
             orig = net
@@ -117,7 +151,12 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad) -> Program:
             if keeps:
                 # known before compiling: a segment closing inside this network must spill them
                 comp.mem.keep |= {f"{prefix}.t{sid}" for _, _, sid in _saved_subsets(net, path)[:-1]}
-            out = comp.network(run_net, path, layer.tensors, prefix)
+            out = None
+            if pieces > 1 and phase in ("fp", "bp"):
+                out = pipelined_network(comp, run_net, path, layer.tensors, prefix, pieces)
+                piped += out is not None
+            if out is None:
+                out = comp.network(run_net, path, layer.tensors, prefix)
             used_paths[net.label] = [list(p) for p in path]
             layer.add_result(orig, net, out)
             if keeps:
@@ -127,7 +166,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad) -> Program:
                     comp.mem.keep.add(name)
             layer.tensors.update(comp.registry)
     return comp.program(results=layer.results, paths=used_paths, reused=reused, input_modes=layer.input_modes,
-                        input_pads=layer.input_pads)
+                        input_pads=layer.input_pads, pieces=pieces if piped else 1)
 
 
 def _with_saved(net: Network, path, saved, tensors):

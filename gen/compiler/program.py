@@ -96,6 +96,8 @@ class Program:
     #: steps split into pieces (``Compiler.chunked``) and host slices written for them
     chunked_steps: int = 0
     chunk_slices: int = 0
+    #: batch pieces of the fp / bp networks (``gen.compiler.pipeline``; 1: not pipelined)
+    pieces: int = 1
     paths: dict[str, list[list[int]]] = field(default_factory=dict)
     reused: dict[str, list[str]] = field(default_factory=dict)
     #: host-store inputs: npz key -> modes
