@@ -68,6 +68,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         base = None
         if not counts or pipeline is None or pipeline is True:
             base = _compile_layer(spec, phase, config, paths, reuse, align, pd)
+            if progs and base.timeline(config).compute_cycles > 1.5 * min(p.timeline(config).cycles for p in progs):
+                counts = []     # hopeless (its compute alone): spare the compile time of its pieces
             progs.append(base)
         for pieces in counts:
             try:
