@@ -17,7 +17,7 @@ from gen.compiler.layout import split_modes
 from gen.compiler.pipeline import PIECES, piece_counts
 from gen.workload.network import phase_networks
 from gen.workload.spec import load_spec, parse_spec
-from tests.test_compiler import DEFAULT, SMALL, SPECS, check_layer
+from tests.test_compiler import CHUNK, DEFAULT, SMALL, SPECS, check_layer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,10 @@ def frontier_after_read(prog) -> None:
     """Every write of a prologue (frontier) tensor comes, by the DRAM timing rule, after the read that
     produced it: some run after the reading one and no later than the writing one uses the reading
     run's half (its writes wait for those reads, and writes keep program order)."""
-    read_in = {}
+    read_in = {}       # tensor -> the run after which the host has it (read back, or concatenated / sliced)
+    for ri, kind, args in prog.host_ops:
+        if kind in ("concat", "slice"):
+            read_in[args[0] if kind == "concat" else args[1]] = ri
     for i, run in enumerate(prog.runs):
         for w in run.writes:
             if ".pre" in w.name:
@@ -77,6 +80,14 @@ def test_unsplit_batch_and_padding():
     assert counts(spec, "bp", DEFAULT, pad=True) == [2, 4, 8] and counts(spec, "bp", DEFAULT) == [2]
     check_pipelined(spec, "bp", DEFAULT, 2, pad=False)
     check_pipelined(spec, "bp", DEFAULT, 8, pad=True)
+
+
+def test_padded_batch_piece_chunked_again():
+    """A piece of a padded batch (30 -> 32) chunked again along its batch piece (``b~h@0:4@0:1``):
+    the useful extent of a range within a range (``Compiler.useful``) keeps the MACs honest."""
+    spec = parse_spec(dict(SPECS["ttm"], batch=30))
+    prog, _ = check_pipelined(spec, "fp", CHUNK, 2, pad=True)
+    assert any(m.count("@") == 2 for m in prog.sizes)
 
 
 @st.composite
