@@ -14,6 +14,9 @@ else ``b``; ``P`` divides its size):
   uses the prologue's half (a new segment), so its writes - and by program order every later
   piece's writes - wait for the prologue's reads: no write of a frontier tensor precedes the read
   that produced it (the timing rule itself knows no data dependencies);
+* the batch-free operands of the pieces (cores, frontier tensors) stay on chip per half: piece
+  ``i + 2`` finds them where piece ``i`` left them (:class:`_Resident`), so each is written once
+  per half, and a piece's writes are mostly its batch slice;
 * the host concatenates the pieces' results along the batch mode into the network's result.
 
 Batch-free steps are computed once, so the useful MACs equal the unpipelined program's.
