@@ -66,9 +66,11 @@ def bound(spec, inputs, phases, prog):
     return {k: out[k] * yabs[k] for k in yabs}
 
 
-def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, pieces=None, relayout="auto"):
+def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, **kw):
+    """Compile (``kw``: :func:`compile_layer`'s options), execute, and check every result against
+    the float64 golden model within the derived bound."""
     inputs = random_inputs(spec, seed)
-    prog = compile_layer(spec, phase, config, align=align, pieces=pieces, relayout=relayout)
+    prog = compile_layer(spec, phase, config, align=align, **kw)
     ex = execute(prog, inputs, config)
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     gold = compute(spec, inputs, phases=phases)
@@ -109,7 +111,7 @@ def test_chunked_steps(fmt, phase):
     or over contracted ones (partial sums in the accumulation unit), results stay within the derived
     bound, and the streamed pieces are counted as DRAM traffic."""
     spec = parse_spec(dict(SPECS[fmt], batch=32))
-    prog, _ = check_layer(spec, phase, CHUNK, pieces=1)     # the whole batch at once: chunks
+    prog, _ = check_layer(spec, phase, CHUNK, pieces=1)     # batch pieces would fit a half
     assert prog.chunked_steps > 0 and prog.chunk_slices > 0
     half_bytes = CHUNK.unified_kb * 1024 // 2
     x_bytes = 32 * math.prod(spec.in_modes) * 2

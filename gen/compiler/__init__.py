@@ -12,6 +12,8 @@ Modules, bottom to top:
 * :mod:`gen.compiler.planner`  - roles, lane modes, grid splits and mode orders of a step, scored
 * :mod:`gen.compiler.chunk`    - where to cut a step that does not fit one half
 * :mod:`gen.compiler.compiler` - :class:`Compiler`: networks step by step (plan, place, emit, chunk)
+* :mod:`gen.compiler.pipeline` - batch pipelining of ``fp`` / ``bp`` networks (pieces of the batch
+  on alternating halves, batch-free steps computed once)
 * :mod:`gen.compiler.phases`   - whole phases (:func:`compile_layer`), saved tensors of ``train``,
   :func:`default_paths`
 * :mod:`gen.compiler.gemm`     - the dense GEMM tiler (``fetta run`` on ``dense`` layers)

@@ -62,20 +62,22 @@ class Memory:
         self.new_segment()
 
     # --- segments -----------------------------------------------------------------
-    def new_segment(self) -> None:
-        self.half ^= 1
+    def new_segment(self, switch: bool = True) -> None:
+        self.half ^= switch
         self.top = 0
         self.onchip = {}
         self.cur = Run(self.half)
         self.runs.append(self.cur)
 
-    def close_segment(self) -> None:
-        """Spill what is still needed (saved intermediates, live operands) and switch halves."""
+    def close_segment(self, switch: bool = True) -> None:
+        """Spill what is still needed (saved intermediates, live operands) and switch halves
+        (``switch=False``: the next segment uses the same half; by the DRAM timing rule its writes
+        then wait for this segment's reads)."""
         for t in list(self.onchip.values()):
             if t.name in self.keep or t.name in self.live:
                 self.ensure_on_host(t)
             t.addr = None
-        self.new_segment()
+        self.new_segment(switch)
 
     def ensure_on_host(self, t: Tensor) -> None:
         """Read an on-chip tensor back (it then lives in the host store / DRAM model)."""

@@ -120,7 +120,8 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
                    relayouts=sum(1 for r in runs for w in r.writes if w.name in relayouted),
                    relayout_bytes=2 * row_bytes * sum(w.layout.rows for r in runs for w in r.writes if w.name in relayouted),
                    paths=piece.paths, reused=piece.reused, input_modes=modes, input_pads=pads,
-                   input_slices=slices, result_pieces=result_pieces, pieces=P)
+                   input_slices=slices, result_pieces=result_pieces, pieces=P,
+                   carried={piece_name(n, P - 1) for n in piece.carried})
 
 
 __all__ = ["piece_name", "pieced"]

@@ -92,9 +92,12 @@ class Compiler(Chunking):
         fraction for the ``~h`` half of a padded mode: the two halves multiply to the real size)."""
         if m in self.useful_ext:
             return self.useful_ext[m]
-        base, _, rng = m.partition("@")
-        if rng and base in self.useful_ext:          # a chunk piece lo:hi of a split half
-            lo, hi = (int(x) for x in rng.split(":"))
+        base, *rngs = m.split("@")
+        if rngs and base in self.useful_ext:         # a chunk piece lo:hi of a split half
+            lo, hi = 0, 0
+            for rng in rngs:                         # a piece of a piece: ranges within the previous one
+                a, b = (int(x) for x in rng.split(":"))
+                lo, hi = lo + a, lo + b
             if base.endswith("~h"):
                 real = self.useful_ext[base] * self.L       # values of the original mode
                 return max(0.0, min(hi * self.L, real) - lo * self.L) / self.L

@@ -19,6 +19,7 @@ from gen.compiler.allocate import Tensor
 from gen.compiler.batched import pieced
 from gen.compiler.compiler import Compiler
 from gen.compiler.layout import ceil_to, padded_size, split_modes, useful_split
+from gen.compiler.pipeline import PIECES, piece_counts, pipelined_network
 from gen.compiler.program import CompileError, Program
 from gen.design.config import FettaConfig
 from gen.design.isa import Geometry
@@ -44,19 +45,26 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
                   reuse: bool = True, align: bool = False, pad: bool | None = None,
-                  pieces: int | None = None, relayout: str = "auto") -> Program:
+                  pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
     both ways when padding would change anything and keeps the program with fewer cycles end to end
     (:meth:`Program.timeline`: compute and DRAM stalls; padding costs MACs, memory and DRAM bytes, and
     can force chunking).
-    ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
-    NOT to help (see ``docs/compiler.md``), so compact layouts stay the default.
-    ``pieces``: run the batch in that many pieces (:mod:`gen.compiler.batched`); ``None`` also
-    compiles 2, 4, 8 and 16 pieces where they divide the batch and keeps the fastest end to end.
+    ``pieces``: run the batch in pieces, so that DRAM transfers overlap compute, in two ways: every fp /
+    bp network pipelined on its own (:mod:`gen.compiler.pipeline`), or the whole phase compiled for one
+    piece and repeated, weight gradients carried in the accumulation unit (:mod:`gen.compiler.batched`,
+    every phase). ``None`` also compiles the piece counts that can help and keeps the program with the
+    fewest cycles end to end; ``1`` the whole batch at once; ``P`` exactly ``P`` pieces (the faster
+    way that can; :class:`CompileError` if neither can). ``pieces_by``: only one way, ``"networks"``
+    (pipelined) or ``"phase"`` (repeated).
     ``relayout``: where a tensor whose lane does not suit its consumer is re-laid out (``auto``: the
-    fewer cycles of the TCU's identity GEMM and the host path; ``onchip``; ``host``)."""
+    fewer cycles of the TCU's identity GEMM and the host path; ``onchip``; ``host``).
+    ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
+    NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
+    if pieces_by not in (None, "networks", "phase"):
+        raise CompileError(f"must be 'networks' or 'phase', got {pieces_by!r}", field="pieces_by")
     pads = [pad]
     if pad is None:
         pads = [False]
@@ -64,48 +72,72 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         if any(padded_size(sz, config.lanes) != sz for ph in phases for net in phase_networks(spec, ph)
                for sz in net.sizes.values()):
             pads.append(True)
-    counts = [P for P in (2, 4, 8, 16) if spec.batch % P == 0] if pieces is None else \
-        [] if pieces == 1 else [pieces]
-    progs, wholes = [], []
+    progs = []
     for pd in pads:
-        wholes.append(_compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout))
-        if pieces is None or pieces == 1:
-            progs.append(wholes[-1])
-        # a piece must fit one segment: with the whole batch taking S segments, try P >= S (compile
-        # time), and stop once more pieces stop paying
-        segments = 1 + sum(a.half != b.half for a, b in zip(wholes[-1].runs, wholes[-1].runs[1:]))
-        last = None
-        for P in counts:
-            if pieces is None and P < segments:
-                continue
-            prog = _compile_pieces(spec, phase, config, paths, reuse, align, pd, P, relayout)
-            if prog is None:
-                continue
-            # useful MACs are the whole batch's: a piece's MAC-optimal path can cost more in all
-            prog.macs = min(prog.macs, wholes[-1].macs)
-            progs.append(prog)
-            cycles = prog.timeline(config).cycles
-            if pieces is None and last is not None and cycles >= last:
-                break
-            last = cycles
+        whole = _compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout)
+        if pieces is None and progs and whole.timeline(config).compute_cycles > \
+                1.5 * min(p.timeline(config).cycles for p in progs):
+            progs.append(whole)
+            continue        # hopeless (its compute alone): spare the compile time of its pieces
+        if pieces in (None, 1):
+            progs.append(whole)
+        if pieces != 1 and pieces_by in (None, "networks"):
+            progs += _pipelined(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole)
+        if pieces != 1 and pieces_by in (None, "phase"):
+            progs += _batched(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole)
     if not progs:
-        raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them "
-                           f"and a piece compile into one segment of one ping-pong half)", field="pieces")
-    # end to end: padding changes the compute and the bytes moved (and so the DRAM stalls); batch
-    # pieces overlap the transfers with compute
+        raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
+                           f"and each piece's steps fit the memories)", field="pieces")
+    # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
     return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
 
 
-def _compile_pieces(spec, phase, config, paths, reuse, align, pad, P: int, relayout: str) -> Program | None:
-    """The phase in ``P`` batch pieces (:func:`gen.compiler.batched.pieced`), None if not possible."""
+def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole) -> list[Program]:
+    """fp / bp in batch pieces network by network (:func:`gen.compiler.pipeline.pipelined_network`)."""
+    if phase not in ("fp", "bp"):
+        return []
+    nets = [split_modes(net, config.lanes, pad) for net in phase_networks(spec, phase)]
+    wanted = PIECES if pieces is None else (pieces,)
+    out = []
+    for P in [p for p in wanted if all(p in piece_counts(net, (p,)) for net in nets)]:
+        try:
+            prog = _compile_layer(spec, phase, config, paths, reuse, align, pad, relayout=relayout, pieces=P)
+        except CompileError:
+            continue                # e.g. a piece that needs chunking over a contracted mode
+        if prog.macs != whole.macs:
+            raise CompileError(f"internal: {P} batch pieces give {prog.macs} MACs, one piece {whole.macs}",
+                               field="phase")
+        out.append(prog)
+    return out
+
+
+def _batched(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole) -> list[Program]:
+    """The phase in batch pieces as one repeated piece program (:func:`gen.compiler.batched.pieced`).
+    A piece must fit one segment: with the whole batch taking ``S`` segments, only ``P >= S`` is tried
+    (compile time), and larger counts only while they pay."""
+    segments = 1 + sum(a.half != b.half for a, b in zip(whole.runs, whole.runs[1:]))
+    counts = [P for P in (2, 4, 8, 16) if spec.batch % P == 0 and P >= segments] if pieces is None else \
+        [pieces] if spec.batch % pieces == 0 else []
     geo = Geometry.of(config)
     carry = ceil_to(geo.accum_rows // 4, geo.banks) if phase in ("wg", "train") else 0
-    try:
-        piece = _compile_layer(replace(spec, batch=spec.batch // P), phase, config, paths, reuse, align, pad,
-                               carry_rows=carry, relayout=relayout)
-    except CompileError:
-        return None
-    return pieced(piece, P, spec.batch, config)
+    out, last = [], None
+    for P in counts:
+        try:
+            piece = _compile_layer(replace(spec, batch=spec.batch // P), phase, config, paths, reuse, align, pad,
+                                   carry_rows=carry, relayout=relayout)
+        except CompileError:
+            continue
+        prog = pieced(piece, P, spec.batch, config)
+        if prog is None:
+            continue
+        # useful MACs are the whole batch's: a piece's MAC-optimal path can cost more in all
+        prog.macs = min(prog.macs, whole.macs)
+        out.append(prog)
+        cycles = prog.timeline(config).cycles
+        if last is not None and cycles >= last:
+            break
+        last = cycles
+    return out
 
 
 class _Layer:
@@ -141,13 +173,14 @@ class _Layer:
 
 
 def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: int = 0,
-                   relayout: str = "auto") -> Program:
+                   relayout: str = "auto", pieces: int = 1) -> Program:
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=relayout)
     layer = _Layer(comp, config.lanes, pad)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []
     reused: dict[str, list[str]] = {}
+    piped = 0
     for ph in phases:
         for net in phase_networks(spec, ph):
             orig = net
@@ -166,7 +199,12 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
             if keeps:
                 # known before compiling: a segment closing inside this network must spill them
                 comp.mem.keep |= {f"{prefix}.t{sid}" for _, _, sid in _saved_subsets(net, path)[:-1]}
-            out = comp.network(run_net, path, layer.tensors, prefix)
+            out = None
+            if pieces > 1 and phase in ("fp", "bp"):
+                out = pipelined_network(comp, run_net, path, layer.tensors, prefix, pieces)
+                piped += out is not None
+            if out is None:
+                out = comp.network(run_net, path, layer.tensors, prefix)
             used_paths[net.label] = [list(p) for p in path]
             layer.add_result(orig, net, out)
             if keeps:
@@ -176,7 +214,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
                     comp.mem.keep.add(name)
             layer.tensors.update(comp.registry)
     return comp.program(results=layer.results, paths=used_paths, reused=reused, input_modes=layer.input_modes,
-                        input_pads=layer.input_pads)
+                        input_pads=layer.input_pads, pieces=pieces if piped else 1)
 
 
 def _with_saved(net: Network, path, saved, tensors):

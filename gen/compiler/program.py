@@ -118,7 +118,8 @@ class Program:
     carried: set[str] = field(default_factory=set)
     #: host names of the tensors that depend on the batch
     batch_dep: set[str] = field(default_factory=set)
-    #: batch pieces the program runs (1: the whole batch at once)
+    #: batch pieces the program runs (1: the whole batch at once; :mod:`gen.compiler.pipeline`,
+    #: :mod:`gen.compiler.batched`)
     pieces: int = 1
 
     @property
