@@ -222,8 +222,9 @@ def test_relayouts_counted():
     for fmt, spec in SPECS.items():
         for phase in ("fp", "bp", "wg", "train"):
             prog = compile_layer(parse_spec(spec), phase, DEFAULT, pieces=1)
-            assert prog.relayouts == sum(1 for _, kind, _ in prog.host_ops if kind == "relayout"), (fmt, phase)
-            assert (prog.relayout_bytes > 0) == (prog.relayouts > 0)
+            ops = [args for _, kind, args in prog.host_ops if kind == "relayout"]
+            assert prog.relayouts == len(ops) and prog.relayout_bytes == sum(b for _, b in ops), (fmt, phase)
+            assert all(b > 0 for _, b in ops)
             steps = [s for s in prog.steps if s.roles.startswith("re-layout")]
             assert prog.onchip_relayouts == len(steps) and sum(s.macs for s in steps) == 0
             onchip += prog.onchip_relayouts

@@ -23,8 +23,9 @@ import time
 import numpy as np
 
 from gen.cli.common import (add_config_arguments, add_json_argument, add_max_elements_argument, add_seed_argument,
-                            config_from_args, output_file, print_json)
-from gen.errors import ConfigError
+                            config_from_args, output_file, print_json, positive_int)
+from gen.compiler.compiler import RELAYOUT_POLICIES
+from gen.errors import ConfigError, UsageError
 from gen.toolflow.run import PHASES, SIMS, max_rel_err, phases_of, run_compiled_layer, run_dense
 from gen.workload.spec import load_spec
 from sim.golden import check_size, compute, random_inputs, read_inputs, write_npz
@@ -41,6 +42,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "values); keys it lacks are drawn from --seed")
     p.add_argument("--sim", default="emulator", choices=SIMS, help="execution engine (default emulator)")
     p.add_argument("--out", metavar="F.npz", help="write inputs and results (INTERFACES section 2; folder must exist)")
+    p.add_argument("--pieces", type=positive_int, metavar="P",
+                   help="tensorized formats: run the batch in P pieces (1: all at once; default: the compiler "
+                        "tries several and keeps the fewest cycles end to end; docs/compiler.md)")
+    p.add_argument("--relayout", default="auto", choices=RELAYOUT_POLICIES,
+                   help="tensorized formats: re-lay out tensors on chip (identity GEMM), through the host, or "
+                        "whichever is estimated faster (default auto)")
     add_max_elements_argument(p)
     add_config_arguments(p)
     add_json_argument(p)
@@ -59,6 +66,9 @@ def main(args: argparse.Namespace) -> int:
     source = {"file": args.inputs, "keys": sorted(given), "seed": args.seed}
     if spec.format != "dense":
         return run_compiled(args, spec, config, inputs, source)
+    if args.pieces is not None or args.relayout != "auto":
+        raise UsageError("--pieces and --relayout apply to tensorized formats (the dense GEMM tiler has "
+                         "its own passes)", field="--pieces" if args.pieces is not None else "--relayout")
     golden = compute(spec, inputs, phases=phases)
     t0 = time.perf_counter()
     r = run_dense(config, inputs, phases, args.sim, show_progress=not args.json)
@@ -84,7 +94,8 @@ def run_compiled(args, spec, config, inputs, source: dict) -> int:
     """Tensorized formats: :func:`run_compiled_layer`, JSON / npz output; ``source`` says where the inputs
     came from (``file`` and its ``keys``, ``seed`` for the rest)."""
     t0 = time.perf_counter()
-    prog, ex, rtl = run_compiled_layer(spec, args.phase, config, inputs, args.sim, show_progress=not args.json)
+    prog, ex, rtl = run_compiled_layer(spec, args.phase, config, inputs, args.sim, show_progress=not args.json,
+                                       pieces=args.pieces, relayout=args.relayout)
     golden = compute(spec, inputs, phases=phases_of(args.phase))
     seconds = time.perf_counter() - t0
     if args.out:

@@ -104,8 +104,8 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
             if n in batch_in:
                 slices[pn] = (n, p * b, (p + 1) * b)
     runs = _runs(piece, P, dep)
-    relayouted = {piece_name(a[0], p) if a[0] in dep else a[0] for _, kind, a in piece.host_ops
-                  if kind == "relayout" for p in range(P)}
+    # host re-layouts: every piece does those of batch tensors, pieces 0 and 1 those of the others
+    relayouts = [(P if a[0] in dep else min(P, 2), a[1]) for _, kind, a in piece.host_ops if kind == "relayout"]
     steps = [s for p in range(P) for s in piece.steps if p < 2 or not s.batch_free]
     free_macs = sum(s.macs for s in piece.steps if s.batch_free)
     geo = Geometry.of(config)
@@ -117,8 +117,7 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
                    onchip_bytes=onchip_bytes(gemms, geo, config.elem_bits // 8),
                    padded_macs=sum(gemm_macs(i, geo) for i in gemms),
                    onchip_relayouts=sum(1 for s in steps if s.roles.startswith("re-layout")),
-                   relayouts=sum(1 for r in runs for w in r.writes if w.name in relayouted),
-                   relayout_bytes=2 * row_bytes * sum(w.layout.rows for r in runs for w in r.writes if w.name in relayouted),
+                   relayouts=sum(n for n, _ in relayouts), relayout_bytes=sum(n * b for n, b in relayouts),
                    paths=piece.paths, reused=piece.reused, input_modes=modes, input_pads=pads,
                    input_slices=slices, result_pieces=result_pieces, pieces=P,
                    carried={piece_name(n, P - 1) for n in piece.carried})

@@ -134,11 +134,12 @@ class Compiler(Chunking):
         if t.name in self.mem.onchip and self.relayout_onchip(t, lane, layout, label, s_idx):
             return
         if t.name in self.mem.onchip:      # lane mismatch: explicit re-layout through the host
+            # DRAM bytes: the read back (unless the host has it) and the write in the new layout
+            nbytes = ((0 if t.on_host else t.layout.rows) + layout.rows) * self.L * self.elem_bytes
             self.mem.ensure_on_host(t)
             self.stats["relayouts"] += 1
-            nbytes = 2 * t.layout.rows * self.L * self.elem_bytes
             self.stats["relayout_bytes"] += nbytes
-            self.host_ops.append((len(self.mem.runs) - 1, "relayout", (t.name,)))
+            self.host_ops.append((len(self.mem.runs) - 1, "relayout", (t.name, nbytes)))
         if lane not in t.modes:
             t.modes = t.modes + (lane,)
         self.mem.place(t, layout)

@@ -66,11 +66,12 @@ def run_dense(config, inputs, phases, sim: str, show_progress: bool = False) -> 
     return r
 
 
-def run_compiled_layer(spec, phase: str, config, inputs, sim: str, show_progress: bool = False):
+def run_compiled_layer(spec, phase: str, config, inputs, sim: str, show_progress: bool = False, **compile_opts):
     """Tensorized formats: ``(program, emulator execution, rtl)``; on ``icarus``/``verilator`` the
     runs are replayed on the RTL (:func:`gen.toolflow.execute.rtl_check` raises on any difference, ``rtl``
-    is then True), on ``emulator`` ``rtl`` is None."""
-    prog = compile_layer(spec, phase, config)
+    is then True), on ``emulator`` ``rtl`` is None. ``compile_opts``: :func:`gen.compiler.compile_layer`'s
+    (``pieces``, ``relayout``)."""
+    prog = compile_layer(spec, phase, config, **compile_opts)
     with progress(len(prog.runs), f"{phase} on emulator", enabled=show_progress) as bar:
         ex = execute(prog, inputs, config, progress=bar)
     rtl = rtl_check(ex, config, sim) if sim != "emulator" else None
