@@ -233,7 +233,8 @@ def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry, acc_stri
         for n, kidx in enumerate(kidxs):
             ka = sum(i * lp.a for i, lp in zip(kidx, ku))
             kb = sum(i * lp.b for i, lp in zip(kidx, ku))
-            ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo, o_base=acc_base + f * acc_stride,
+            ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo,
+                          o_base=acc_base + f * acc_stride,
                           flags=int((Flag.ACC if n or carry else 0) | (Flag.WB if n == len(kidxs) - 1 else 0)))
             if check(ins, geo) != ErrorCode.NONE:
                 return None

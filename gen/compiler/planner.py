@@ -131,7 +131,8 @@ class Planner:
             cost = (1 if t.on_host else 2) * transfer_cycles(t.layout.rows * self.L * self.config.elem_bits // 8,
                                        dram_bytes_per_cycle(self.config))
             old = t.layout.lane
-            want = None if lane is None else self.operand_layout(t, tuple(m for m in t.layout.modes if m != lane) + (lane,))
+            order = tuple(m for m in t.layout.modes if m != lane) + (lane,)
+            want = None if lane is None else self.operand_layout(t, order)
             got = None if want is None or self.relayout == "host" else \
                 onchip_layout(t.layout, lane, want, self.sizes, self.L, self.align)
             if got is not None:

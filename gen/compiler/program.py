@@ -194,4 +194,5 @@ def gemm_transposes(instrs: Sequence[Instr]) -> int:
     return 0
 
 
-__all__ = ["onchip_bytes", "gemm_dataflows", "gemm_transposes", "CompileError", "Write", "Read", "Run", "StepRecord", "Program"]
+__all__ = ["onchip_bytes", "gemm_dataflows", "gemm_transposes", "CompileError", "Write", "Read", "Run", "StepRecord",
+           "Program"]

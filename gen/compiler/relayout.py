@@ -1,8 +1,8 @@
 """On-chip re-layout: a tensor whose lane does not suit its consumer is rewritten by the TCU.
 
 A stored tensor ``T`` with lane ``l`` is needed with lane ``q`` (another of its modes, at most
-:data:`MAX_LANE_MODE` long) in another layout (mode order, ``l`` padded to whole lanes). One GEMM does it: ``T x E -> T'`` with ``E[q, q']``
-the identity, contracted over ``q``. In the OS dataflow ``T`` streams as IA (its lane ``l`` is the
+:data:`MAX_LANE_MODE` long) in another layout (mode order, ``l`` padded to whole lanes). One GEMM
+does it: ``T x E -> T'`` with ``E[q, q']`` the identity, contracted over ``q``. In the OS dataflow ``T`` streams as IA (its lane ``l`` is the
 m-mode), ``E`` as IB (lane ``q'``), and the result's lane is ``q'`` while ``l`` becomes a row mode
 (its values ``ce_rows`` rows ``o_sk`` apart, as every result's A-lane). Renamed ``q' -> q``, that
 is ``T`` in the wanted layout, bit for bit: every result value is one product by 1 plus exact zeros.
