@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gen.compiler.layout import base_mode
+from gen.compiler.layout import has_batch
 from gen.compiler.program import Program, Read, Run, Write, onchip_bytes
 from gen.design.config import FettaConfig
 from gen.design.isa import Flag, Geometry, Opcode, gemm_macs
@@ -40,7 +40,7 @@ def piece_name(name: str, p: int) -> str:
 
 def _batch_dep(piece: Program) -> set[str]:
     """Host names of the piece's tensors that differ between pieces."""
-    return piece.batch_dep | {n for n, modes in piece.input_modes.items() if any(base_mode(m) == "b" for m in modes)}
+    return piece.batch_dep | {n for n, modes in piece.input_modes.items() if has_batch(modes)}
 
 
 def _piece_run(piece: Program, run: Run, ri: int, p: int, P: int, dep: set[str], tags) -> Run | None:
@@ -86,7 +86,7 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
     batch_in = {n for n in piece.input_modes if n in dep}
     results, result_pieces = {}, {}
     for target, parts in piece.results.items():
-        if any(base_mode(m) == "b" for part in parts for m in part[3]):
+        if any(has_batch(part[3]) for part in parts):
             results[target] = [(piece_name(n, p), *rest) for p in range(P) for n, *rest in parts]
             result_pieces[target] = P
         elif all(n in piece.carried for n, *_ in parts):

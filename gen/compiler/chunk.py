@@ -17,7 +17,7 @@ import math
 from typing import Mapping, Sequence
 
 from gen.compiler.allocate import Tensor, addr_of
-from gen.compiler.layout import Layout, ceil_to
+from gen.compiler.layout import ceil_to
 from gen.compiler.mapping import acc_span, free_instrs, instantiate
 from gen.compiler.program import CompileError, StepRecord, gemm_dataflows, gemm_transposes
 

@@ -11,22 +11,20 @@ in a fresh segment; one that does not fit even then is chunked (:meth:`Compiler.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import replace
 from typing import Sequence
 
 from gen.compiler.allocate import Memory, NoRoom, Tensor, addr_of
 from gen.compiler.chunk import Chunking
-from gen.compiler.layout import Layout, base_mode, ceil_to
-from gen.compiler.mapping import acc_span, free_instrs, instantiate, map_cached
+from gen.compiler.layout import Layout, ceil_to, has_batch
+from gen.compiler.mapping import acc_span, free_instrs, instantiate
 from gen.compiler.planner import NextInfo, Plan, Planner
-from gen.compiler.relayout import eye_layout, eye_name, onchip_layout, primed
+from gen.compiler.relayout import eye_layout, eye_name, primed
 from gen.compiler.program import (CompileError, Program, StepRecord, gemm_dataflows, gemm_transposes,
                                   onchip_bytes)
 from gen.design.config import FettaConfig, check_accelerator
 from gen.design.isa import Geometry, Instr, gemm_macs
-from gen.design.timing import dram_bytes_per_cycle, transfer_cycles
 from gen.workload.grouping import group_modes
 from gen.workload.network import Network, path_steps
 
@@ -148,30 +146,23 @@ class Compiler(Chunking):
         """Re-lay out ``t`` (on chip) into ``want`` with one identity GEMM on the TCU
         (:mod:`gen.compiler.relayout`); False (nothing done) when that is not possible here, or
         (policy ``auto``) slower than the host path."""
-        got = onchip_layout(t.layout, lane, want, self.sizes, self.L, self.align)
-        if got is None or self.relayout == "host":
+        gemm = self.planner.identity_mappings(t, lane, want)
+        if gemm is None:
             return False
+        got, e_lay, mappings = gemm
         q = lane
         eye = self.mem.onchip.get(eye_name(q))
-        e_lay = eye_layout(q, self.sizes, self.L)
         if not self.mem.fits(([] if eye else [e_lay.rows]) + [got.rows]):
             return False
         # where alloc() will put the identity (unless on chip) and the copy
         e_addr = eye.addr if eye else ceil_to(self.mem.top, self.geo.banks)
         addr = ceil_to(self.mem.top if eye else e_addr + e_lay.rows, self.geo.banks)
-        old = t.layout.lane
-        keep = [m for m in t.layout.modes if m != q] + [primed(q)]
-        free, ks = self.planner.loops(t.layout, e_lay, got, old, primed(q), keep, [q])
-        try:
-            mappings = map_cached(tuple(free), tuple(ks), got.stride(old), self.plan_geo)
-        except CompileError:
-            return False
         instrs = None
         for mp in mappings:
             instrs = instantiate(mp, addr_of(t), e_addr, addr, self.geo)
             if instrs is not None:
                 break
-        if instrs is None or (self.relayout == "auto" and mp.cycles > self.host_relayout_cycles(t)):
+        if instrs is None or (self.relayout == "auto" and mp.cycles > self.planner.host_relayout_cycles(t)):
             return False
         if eye is None:
             eye = Tensor(eye_name(q), (q, primed(q)))
@@ -189,12 +180,6 @@ class Compiler(Chunking):
         t.layout, t.addr = want, addr
         self.mem.onchip[t.name] = t
         return True
-
-    def host_relayout_cycles(self, t: Tensor) -> int:
-        """The DRAM time of re-laying out ``t`` through the host: write it again (an input the host
-        has), or read it back and write it again."""
-        return (1 if t.on_host else 2) * transfer_cycles(t.layout.rows * self.L * self.elem_bytes,
-                                                         dram_bytes_per_cycle(self.config))
 
     def emit(self, label: str, s_idx: int, plan: Plan, out_name: str, final: bool) -> Tensor:
         """Place the operands and the result of ``plan`` and emit its instructions."""
@@ -221,7 +206,7 @@ class Compiler(Chunking):
         # the plan's mappings passed with bases 0; the actual bases can still fail (the network
         # routing depends on the bank of each address): the fastest whose instructions all pass
         dep = self.depends(X) or self.depends(Y)
-        carried = bool(self.carry_rows) and final and dep and not any(base_mode(m) == "b" for m in plan.keep_modes)
+        carried = bool(self.carry_rows) and final and dep and not has_batch(plan.keep_modes)
         instrs, mp = (self._carried_instrs if carried else self._instrs)(plan, addr)
         if instrs is None:
             raise CompileError(f"no mapping of step {s_idx} of {label} passes the ISA checks", field="program")
@@ -266,7 +251,7 @@ class Compiler(Chunking):
 
     def depends(self, t: Tensor) -> bool:
         """Does ``t`` depend on the batch (a batch mode, or computed from such a tensor)?"""
-        return t.name in self.batch_dep or any(base_mode(m) == "b" for m in t.modes)
+        return t.name in self.batch_dep or has_batch(t.modes)
 
     def _add(self, instrs: list[Instr], kind: str) -> None:
         """Append ``instrs`` to the program, tagged ``kind`` (``""``: untagged) in :attr:`tags`."""

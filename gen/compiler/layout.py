@@ -141,4 +141,10 @@ def base_mode(m: str) -> str:
     return m[:-2] if m.endswith(("~h", "~l")) else m
 
 
-__all__ = ["Layout", "ceil_to", "PAD_WASTE", "padded_size", "split_modes", "useful_split", "base_mode"]
+def has_batch(modes: Sequence[str]) -> bool:
+    """Does a tensor of ``modes`` hold (part of) the batch mode ``b``?"""
+    return any(base_mode(m) == "b" for m in modes)
+
+
+__all__ = ["Layout", "ceil_to", "PAD_WASTE", "padded_size", "split_modes", "useful_split", "base_mode",
+           "has_batch"]

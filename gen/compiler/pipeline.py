@@ -29,6 +29,7 @@ from typing import Sequence
 
 from gen.compiler.allocate import Memory, Tensor
 from gen.compiler.compiler import Compiler
+from gen.compiler.layout import has_batch
 from gen.workload.network import Network, Operand, path_steps
 
 #: piece counts :func:`gen.compiler.phases.compile_layer` tries (those that divide the batch piece mode)
@@ -51,10 +52,6 @@ def piece_counts(net: Network, wanted: Sequence[int] = PIECES) -> list[int]:
     return [p for p in wanted if p > 1 and net.sizes[m] % p == 0]
 
 
-def _is_batch(modes: Sequence[str]) -> bool:
-    return any(m == "b" or m.startswith("b~") for m in modes)
-
-
 class _Split:
     """A network's path cut into batch-free trees (each ending in a frontier tensor) and the rest."""
 
@@ -63,7 +60,7 @@ class _Split:
         self.steps = path_steps(net, path)
         n = self.n = len(net.inputs)
         modes = {i: op.modes for i, op in enumerate(net.inputs)}
-        batch = {i for i in range(n) if _is_batch(modes[i])}
+        batch = {i for i in range(n) if has_batch(modes[i])}
         self.free: list[int] = []          # step indices of batch-free steps
         self.leaves: dict[int, list[int]] = {i: [i] for i in range(n) if i not in batch}
         for si, st in enumerate(self.steps):

@@ -121,29 +121,40 @@ class Planner:
                 penalty += 4 * -(-math.prod(self.sizes[m] for m in keep) // (self.L * self.geo.banks))
         return penalty
 
+    def host_relayout_cycles(self, t: Tensor) -> int:
+        """The DRAM time of re-laying out ``t`` through the host: write it again (an input the host
+        has), or read it back and write it again."""
+        return (1 if t.on_host else 2) * transfer_cycles(t.layout.rows * self.L * self.config.elem_bits // 8,
+                                                         dram_bytes_per_cycle(self.config))
+
+    def identity_mappings(self, t: Tensor, lane: str, want: Layout):
+        """The identity GEMM (:mod:`gen.compiler.relayout`) that re-lays out ``t`` (on chip) into
+        ``want``: ``(layout it writes, identity's layout, its mappings, fastest first)``, or None when
+        the TCU cannot do it in one GEMM (or the policy is ``host``)."""
+        got = None if self.relayout == "host" else onchip_layout(t.layout, lane, want, self.sizes, self.L,
+                                                                  self.align)
+        if got is None:
+            return None
+        old, e_lay = t.layout.lane, eye_layout(lane, self.sizes, self.L)
+        keep = [m for m in t.layout.modes if m != lane] + [primed(lane)]
+        free, ks = self.loops(t.layout, e_lay, got, old, primed(lane), keep, [lane])
+        try:
+            return got, e_lay, map_cached(tuple(free), tuple(ks), got.stride(old), self.geo)
+        except CompileError:
+            return None
+
     def relayout_cycles(self, t: Tensor, lane: str | None) -> int:
         """Estimated cycles to give ``t`` (on chip) the lane ``lane``: the fewer of the identity GEMM's
-        (:mod:`gen.compiler.relayout`, with the other modes in their order; the plan's order may
-        differ) and the DRAM time of the host path (write again, after a read back unless the host
-        has it)."""
+        (with the other modes in their order; the plan's order may differ) and
+        :meth:`host_relayout_cycles` (policy ``auto``; ``onchip``: the GEMM's where it can)."""
         key = (t.layout, lane, t.on_host)
         if key not in self._relayouts:
-            cost = (1 if t.on_host else 2) * transfer_cycles(t.layout.rows * self.L * self.config.elem_bits // 8,
-                                       dram_bytes_per_cycle(self.config))
-            old = t.layout.lane
-            order = tuple(m for m in t.layout.modes if m != lane) + (lane,)
-            want = None if lane is None else self.operand_layout(t, order)
-            got = None if want is None or self.relayout == "host" else \
-                onchip_layout(t.layout, lane, want, self.sizes, self.L, self.align)
-            if got is not None:
-                keep = [m for m in t.layout.modes if m != lane] + [primed(lane)]
-                free, ks = self.loops(t.layout, eye_layout(lane, self.sizes, self.L), got, old, primed(lane), keep,
-                                      [lane])
-                try:
-                    onchip = map_cached(tuple(free), tuple(ks), got.stride(old), self.geo)[0].cycles
-                    cost = onchip if self.relayout == "onchip" else min(cost, onchip)
-                except CompileError:
-                    pass
+            cost = self.host_relayout_cycles(t)
+            gemm = None if lane is None else self.identity_mappings(
+                t, lane, self.operand_layout(t, tuple(m for m in t.layout.modes if m != lane) + (lane,)))
+            if gemm is not None:
+                onchip = gemm[2][0].cycles
+                cost = onchip if self.relayout == "onchip" else min(cost, onchip)
             self._relayouts[key] = cost
         return self._relayouts[key]
 
