@@ -265,15 +265,32 @@ class Decoder(wiring.Component):
         def smax(op):
             return (gm - 1) * f[f"{op}_sm"] + (gn - 1) * f[f"{op}_sn"] + (gk - 1) * f[f"{op}_sr"]
 
-        a_max = _exact(m, "a_max", f["a_base"] + tmax("a", f["K"]) + smax("a"))
-        b_max = _exact(m, "b_max", f["b_base"] + tmax("b", Mux(self.stationary, self.loads, f["K"])) + smax("b"))
+        L = self._cfg.lanes
+        tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
+
+        def last(op):
+            # a transposed operand reads whole blocks of lanes rows
+            return smax(op) | Mux(tr[op], L - 1, 0)
+
+        a_max = _exact(m, "a_max", f["a_base"] + tmax("a", f["K"]) + last("a"))
+        b_max = _exact(m, "b_max", f["b_base"] + tmax("b", Mux(self.stationary, self.loads, f["K"])) + last("b"))
         o_max = _exact(m, "o_max", tmax("o", self.out_rows) + (gm - 1) * f["o_sm"] + (gn - 1) * f["o_sn"])
         route_good = Signal(name="route_good")
-        m.d.comb += route_good.eq(self._dist_ok(m, f, "a") & self._dist_ok(m, f, "b") & self._red_ok(m, f))
+        aligned = [~tr[op] | ((f[f"{op}_base"] | f[f"{op}_sk"] | f[f"{op}_sl0"] | f[f"{op}_sl1"])[:L.bit_length() - 1] == 0)
+                   for op in ("a", "b")] if L > 1 else []
+        m.d.comb += route_good.eq(self._dist_ok(m, f, "a") & self._dist_ok(m, f, "b") & self._red_ok(m, f)
+                                  & Cat(*aligned, Const(1)).all())
+        blocks = {}
+        for op, offs in (("a", self.a_off), ("b", self.b_off)):
+            blocks[op] = [Signal.like(offs[c], name=f"{op}_blk{c}") for c in range(E)]
+            for c in range(E):
+                lb = L.bit_length() - 1
+                m.d.comb += blocks[op][c].eq(Mux(tr[op], offs[c] >> lb << lb, offs[c]))
+        o_tr_bad = tr["o"] & ((gk != 1) | (grid["groups"] < L)) if L > 1 else Const(0)
         HALF, ACC = geo.unified_half_rows, geo.accum_rows
         err = Signal(ErrorCode, name="gemm_error")
         with m.If((f["mode"] > max(Dataflow)) | (grid["ces"] > E) | (f["K"] == 0) | (f["L0"] == 0)
-                  | (f["L1"] == 0)):
+                  | (f["L1"] == 0) | o_tr_bad):
             m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
         with m.Elif((a_max >= HALF) | (b_max >= HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
@@ -281,7 +298,7 @@ class Decoder(wiring.Component):
             m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
         with m.Elif(flag(f["flags"], Flag.WB) & (f["w_base"] + o_max >= HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-        with m.Elif(self._conflict(self.a_off, self.active, False) | self._conflict(self.b_off, self.active, False)
+        with m.Elif(self._conflict(blocks["a"], self.active, False) | self._conflict(blocks["b"], self.active, False)
                     | self._conflict(self.o_off, self.group_active, True)
                     | ((self.out_rows > 1) & (f["o_sk"] == 0))):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)

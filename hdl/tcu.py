@@ -6,7 +6,8 @@ of one row to several CEs), into ``num_ces`` :class:`hdl.ce.CE` (CE ``c`` on net
 ``c``, all in the instruction's :class:`hdl.ce.CEMode`), whose Psum vectors go through
 the :class:`hdl.red_net.RedNet` (spatial reduction of aligned groups of ``2**log_gk`` CEs
 into the group's first port). Control words come from the instruction (section V-D):
-``a_sel``/``b_sel`` XOR the bank index of the temporal address, ``red_mode`` (bank index 0).
+``a_sel``/``b_sel`` XOR the bank index of the temporal address, ``red_mode`` (bank index 0), and
+the three transpose layers (``tr``: ``a_tr``, ``b_tr``, ``o_tr``).
 
 Ports and timing
 ----------------
@@ -17,6 +18,9 @@ ia_rows, ib_rows : In(lanes * elem_bits).array(ports)
     The networks register them: the CEs see them in ``t + 1``.
 mode : In(CEMode), red_mode : In(mode_word_bits(ports)), log_gk : In(LOG_GRID_BITS), active : In(num_ces)
     Quasi-static for the whole instruction.
+a_tr, b_tr, o_tr : In(1)
+    The transpose layers of the IA / IB distribution networks (rows entering with them) and of the
+    reduction network (Psums entering with it); quasi-static (:class:`gen.design.isa.Transpose`).
 red : Out(lanes * acc_bits).array(num_ces), red_valid : Out(1)
     Group ``g``'s sum (``red[g]``) of the CE output of cycle ``u`` appears in
     ``u + log2(ports)`` with ``red_valid``. CE outputs: OS row ``r`` ``r + 2`` cycles after
@@ -55,6 +59,7 @@ class TCU(wiring.Component):
             "ia_go": In(1), "ib_go": In(1), "first": In(1), "last": In(1), "swap": In(1),
             "ib_index": In(range(L)),
             "mode": In(CEMode), "red_mode": In(mode_word_bits(N)), "log_gk": In(LOG_GRID_BITS), "active": In(E),
+            "a_tr": In(1), "b_tr": In(1), "o_tr": In(1),
             "red": Out(L * config.acc_bits).array(E), "red_valid": Out(1),
         })
 
@@ -66,10 +71,10 @@ class TCU(wiring.Component):
         m.submodules.dist_a = da = DistNet(ports=N, lanes=L, width=EB)
         m.submodules.dist_b = db = DistNet(ports=N, lanes=L, width=EB)
         m.submodules.red_net = rn = RedNet(ports=N, lanes=L, datatype=cfg.datatype, width=AB)
-        for net, rows, sel, bidx in ((da, self.ia_rows, self.a_sel, self.a_bidx),
-                                     (db, self.ib_rows, self.b_sel, self.b_bidx)):
+        for net, rows, sel, bidx, tr in ((da, self.ia_rows, self.a_sel, self.a_bidx, self.a_tr),
+                                         (db, self.ib_rows, self.b_sel, self.b_bidx, self.b_tr)):
             m.d.comb += [net.i_data.as_value().eq(Cat(*rows)), net.i_valid.eq(Const(-1, N)),
-                         net.sel_vec.eq(sel), net.bank_idx.eq(bidx), net.transpose.eq(0)]
+                         net.sel_vec.eq(sel), net.bank_idx.eq(bidx), net.transpose.eq(tr)]
         # stream flags travel with the rows through the network's output register
         s_ia, s_ib, s_first, s_last, s_swap = (Signal(name=f"dist_{x}") for x in ("ia", "ib", "first", "last", "swap"))
         s_index = Signal(range(L), name="dist_ib_index")
@@ -93,7 +98,7 @@ class TCU(wiring.Component):
         zero = Const(0, L * AB)
         m.d.comb += [rn.i_data.as_value().eq(Cat(*psums, *([zero] * (N - E)))),
                      rn.i_valid.eq(Cat(*valids, Const(0, N - E) if N > E else Cat())),
-                     rn.mode.eq(self.red_mode), rn.bank_idx.eq(0), rn.transpose.eq(0),
+                     rn.mode.eq(self.red_mode), rn.bank_idx.eq(0), rn.transpose.eq(self.o_tr),
                      self.red_valid.eq(rn.o_valid[0])]
         for g in range(E):
             with m.Switch(self.log_gk):

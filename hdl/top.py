@@ -20,7 +20,7 @@ multiplexers of both memories, the accumulation path and the FSM, one method eac
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Mux, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -193,7 +193,7 @@ class Fetta(wiring.Component):
         for seq in (move, vec):
             m.d.comb += [seq.chunks.eq(F["K"]), seq.u_base.eq(F["a_base"]), seq.a_base.eq(F["o_base"]),
                          seq.u_stride.eq(F["a_sk"]), seq.a_stride.eq(F["o_sk"])]
-        self._unified_reads(m, banks, umem, dec, gemm, move, vec, is_store)
+        self._unified_reads(m, banks, umem, dec, gemm, move, vec, is_store, F)
 
         _drive_fields(m, F, out)
         m.d.comb += [out.rows.eq(dec.out_rows), out.valid.eq(tcu.red_valid)]
@@ -282,27 +282,33 @@ class Fetta(wiring.Component):
                      gemm.vec_delay.eq(dec.vec_delay)]
         for name in ("ia_go", "ib_go", "first", "last", "swap", "ib_index", "a_bidx", "b_bidx"):
             m.d.comb += getattr(tcu, name).eq(getattr(gemm, name))
+        m.d.comb += [tcu.a_tr.eq(F["tr"][0]), tcu.b_tr.eq(F["tr"][1]), tcu.o_tr.eq(F["tr"][2])]
         m.d.comb += [tcu.a_sel.eq(F["a_sel"]), tcu.b_sel.eq(F["b_sel"]), tcu.red_mode.eq(F["red_mode"]),
                      tcu.mode.eq(dec.ce_mode), tcu.log_gk.eq(F["log_gk"]), tcu.active.eq(dec.active)]
         for b in range(self._cfg.banks):
             m.d.comb += [tcu.ia_rows[b].eq(umem.ia_data[b]), tcu.ib_rows[b].eq(umem.ib_data[b])]
 
-    def _unified_reads(self, m, banks, umem, dec, gemm, move, vec, is_store) -> None:
+    def _unified_reads(self, m, banks, umem, dec, gemm, move, vec, is_store, F) -> None:
         """The unified memory's IA and IB read addresses, per bank: the first active CE whose
-        IA / IB row (temporal row + the CE's offset) is in the bank; a LOAD's or a VEC's rows
-        take the IA port over. Data returns one cycle later (``umem.ia_data``, ``ib_data``)."""
-        E = self._cfg.num_ces
-        a_addr = [Signal(ADDR_BITS, name=f"ia_addr{c}") for c in range(E)]
-        b_addr = [Signal(ADDR_BITS, name=f"ib_addr{c}") for c in range(E)]
-        for c in range(E):
-            m.d.comb += [a_addr[c].eq(gemm.a_row + dec.a_off[c]), b_addr[c].eq(gemm.b_row + dec.b_off[c])]
+        IA / IB row (temporal row + the CE's offset) is in the bank, or with the operand's
+        transpose layer (``tr``) whose block of ``lanes`` rows (from the offset rounded down to
+        ``lanes``) covers the bank; a LOAD's or a VEC's rows take the IA port over. Data returns
+        one cycle later (``umem.ia_data``, ``ib_data``)."""
+        E, L = self._cfg.num_ces, self._cfg.lanes
+        addrs = {}
+        for op, row, offs, tr in (("a", gemm.a_row, dec.a_off, F["tr"][0]), ("b", gemm.b_row, dec.b_off, F["tr"][1])):
+            addrs[op] = [Signal(ADDR_BITS, name=f"i{op}_addr{c}") for c in range(E)]
+            for c in range(E):
+                blk = Cat(Const(0, L.bit_length() - 1), offs[c][L.bit_length() - 1:])
+                m.d.comb += addrs[op][c].eq(row + Mux(tr, blk, offs[c]))
         for b in range(banks.count):
             ia_sel = Signal(ADDR_BITS, name=f"ia_sel{b}")
             ib_sel = Signal(ADDR_BITS, name=f"ib_sel{b}")
-            for addr, in banks.first(m, b, [(dec.active[c], a_addr[c]) for c in range(E)]):
-                m.d.comb += ia_sel.eq(addr)
-            for addr, in banks.first(m, b, [(dec.active[c], b_addr[c]) for c in range(E)]):
-                m.d.comb += ib_sel.eq(addr)
+            for op, sel, tr in (("a", ia_sel, F["tr"][0]), ("b", ib_sel, F["tr"][1])):
+                # a block starts at a multiple of lanes: its row in bank b is start + b mod lanes
+                cands = [(dec.active[c], Mux(tr, addrs[op][c] + b % L, addrs[op][c])) for c in range(E)]
+                for addr, in banks.first(m, b, cands):
+                    m.d.comb += sel.eq(addr)
             with m.If(move.busy & ~is_store):
                 for addr, in banks.first(m, b, [(None, a) for a in move.u_addr[0]]):
                     m.d.comb += ia_sel.eq(addr)

@@ -29,7 +29,7 @@ import numpy as np
 
 from gen.design.config import FettaConfig
 from gen.design.isa import (OVERHEAD, START_CYCLES, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode,
-                     exec_cycles, gemm_macs, group_offsets, horizontal, loads, stationary)
+                     exec_cycles, gemm_macs, group_offsets, horizontal, loads, stationary, transposed)
 
 from sim import bf16 as fp
 from sim.vector_ref import vec_ref
@@ -129,12 +129,21 @@ class Emulator:
         return (l0 * getattr(ins, f"{op}_sl0") + l1 * getattr(ins, f"{op}_sl1")).reshape(-1)
 
     def _gather(self, ins: Instr, op: str, half: int, count: int | None = None) -> np.ndarray:
-        """Rows streamed to every CE: ``[tiles, ces, count (default K), lanes]`` (bit patterns)."""
+        """Rows streamed to every CE: ``[tiles, ces, count (default K), lanes]`` (bit patterns); with
+        the operand's transpose layer (:class:`gen.design.isa.Transpose`) lane ``off mod lanes`` of
+        the ``lanes`` rows of the CE's block."""
         count = ins.K if count is None else count
+        L = self.geo.lanes
+        offs = np.asarray(ce_offsets(ins, op))
+        tr = transposed(ins, op)
         addr = (getattr(ins, f"{op}_base") + self._tiles(ins, op)[:, None, None]
-                + np.asarray(ce_offsets(ins, op))[None, :, None]
+                + (offs - offs % L if tr else offs)[None, :, None]
                 + np.arange(count)[None, None, :] * getattr(ins, f"{op}_sk"))
-        return self.unified[half][addr]
+        if not tr:
+            return self.unified[half][addr]
+        rows = self.unified[half][addr[..., None] + np.arange(L)]          # [T, E, count, i, lanes]
+        lane = np.broadcast_to((offs % L)[None, :, None, None, None], rows.shape[:-1] + (1,))
+        return np.take_along_axis(rows, lane, axis=-1)[..., 0]
 
     def _gemm(self, ins: Instr, half: int) -> None:
         g = self.geo
@@ -170,6 +179,11 @@ class Emulator:
                 acc = acc + _signed(a, self.elem_bits) * _signed(b, self.elem_bits)
             psum = acc.reshape(T, E // ins.gk, ins.gk, rows, g.ce_cols).sum(axis=2)
             psum_bits = (psum & ((1 << self.acc_bits) - 1)).astype(np.uint64)
+        if transposed(ins, "o"):
+            # the reduction network's transpose layer: groups h*L + l <- lane l of groups h*L + i
+            T, G, R, C = psum_bits.shape
+            L = self.geo.lanes
+            psum_bits = psum_bits.reshape(T, G // L, L, R, C).transpose(0, 1, 4, 3, 2).reshape(T, G, R, C)
         o_tiles = self._tiles(ins, "o")
         goff = np.asarray(group_offsets(ins))
         write_back = bool(ins.flags & Flag.WB)

@@ -25,7 +25,7 @@ def instrs(draw):
           "log_gm": draw(st.integers(0, 2)), "log_gn": draw(st.integers(0, 2)), "log_gk": draw(st.integers(0, 2)),
           "K": draw(st.sampled_from([1, 2, 5, 12, 0])), "L0": draw(st.sampled_from([1, 3, 0])),
           "L1": draw(st.sampled_from([1, 2, 4])),
-          "w_base": draw(addr)}
+          "w_base": draw(addr), "tr": draw(st.sampled_from([0, 0, 1, 2, 3, 4, 7]))}
     for op in "abo":
         kw[f"{op}_base"] = draw(addr)
         for lv in ("k", "l0", "l1", "m", "n", "r"):
@@ -56,6 +56,34 @@ def test_decoder_matches_isa_check(batch):
     got = decode_rtl([i.encode() for i in batch])
     want = [int(check(i, GEO)) for i in batch]
     assert got == want
+
+
+def transposed_cases():
+    """GEMMs with transpose layers on either side of every transposed check (4 CEs, 4 lanes)."""
+    from gen.design.isa import gemm
+
+    g = lambda **kw: gemm(ports=GEO.ports, **kw)   # noqa: E731
+    half = GEO.unified_half_rows
+    return [g(K=2, grid=(1, 2, 2), a=(0, 4, 8, 0, 0, 0, 1), b=(64, 4), o=(0, 1, 0, 0, 0, 1), tr=1),       # NONE
+            g(K=2, grid=(1, 2, 2), a=(2, 4, 8, 0, 0, 0, 1), b=(64, 4), o=(0, 1, 0, 0, 0, 1), tr=1),       # ROUTE
+            g(K=2, grid=(1, 2, 2), a=(0, 2, 8, 0, 0, 0, 1), b=(64, 4), o=(0, 1, 0, 0, 0, 1), tr=1),       # ROUTE
+            g(K=2, grid=(1, 2, 2), a=(0, 4, 8, 0, 0, 0, 1), b=(64, 4), o=(0, 1, 0, 0, 0, 1), tr=0),       # NONE
+            g(K=2, grid=(1, 1, 2), a=(0, 4, 0, 0, 0, 0, 5), b=(64, 4, 0, 0, 0, 0, 1), o=(0, 1), tr=1),    # BANK
+            g(K=2, grid=(1, 1, 2), a=(0, 4, 0, 0, 0, 0, 5), b=(64, 4, 0, 0, 0, 0, 1), o=(0, 1), tr=0),    # NONE
+            g(K=1, a=(half - 4, 4, 0, 0, 0, 0, 0), b=(64, 4), o=(0, 1), tr=1),                          # NONE
+            g(K=1, a=(half - 4, 4, 0, 0, 0, 0, 0), b=(64, 4), o=(0, 1), tr=0),                          # NONE
+            g(K=2, a=(half - 8, 4, 0, 0, 0, 0, 0), b=(64, 4), o=(0, 1), tr=1),                          # NONE
+            g(K=3, a=(half - 8, 4, 0, 0, 0, 0, 0), b=(64, 4), o=(0, 1), tr=1),                          # RANGE
+            g(K=2, grid=(2, 2, 1), a=(0, 4, 0, 0, 1), b=(64, 4, 0, 0, 0, 1), o=(0, 4, 0, 0, 2, 1), tr=4),  # NONE
+            g(K=2, grid=(1, 2, 2), a=(0, 4, 0, 0, 0, 0, 1), b=(64, 4, 0, 0, 0, 1, 0), o=(0, 4, 0, 0, 0, 1), tr=4),
+            g(K=2, grid=(1, 2, 1), a=(0, 4), b=(64, 4, 0, 0, 0, 1), o=(0, 4, 0, 0, 0, 1), tr=4)]       # BAD_SHAPE
+
+
+def test_transposes_decoder_matches_isa_check():
+    cases = transposed_cases()
+    want = [int(check(i, GEO)) for i in cases]
+    assert want == [0, 7, 7, 0, 4, 0, 0, 0, 0, 2, 0, 5, 5]
+    assert decode_rtl([i.encode() for i in cases]) == want
 
 
 def test_every_code_reachable():

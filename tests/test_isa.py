@@ -104,8 +104,9 @@ def test_vec_encoding_and_fields():
     assert v.opcode == Opcode.VEC == 6 and v.mode == 1 and v.K == 2 and v.scalar == 0xBC24
     assert (v.a_base, v.a_sk, v.o_base, v.o_sk, v.w_base, v.flags) == (3, 2, 5, 3, 9, 2)
     assert decode(v.encode()) == v
-    # the scalar field is appended after every earlier field: older encodings keep their bits
-    assert LAYOUT["scalar"][0] == max(p + b for n, (p, b) in LAYOUT.items() if n != "scalar")
+    # the scalar and tr fields are appended after every earlier field: older encodings keep their bits
+    assert LAYOUT["scalar"][0] == max(p + b for n, (p, b) in LAYOUT.items() if n not in ("scalar", "tr"))
+    assert LAYOUT["tr"][0] == LAYOUT["scalar"][0] + LAYOUT["scalar"][1]
     assert GEO.vec_rows == 16 == vector_rows(FettaConfig())
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from gen.design.config import FettaConfig
 from gen.compiler.gemm import plan_gemm
-from gen.design.isa import Instr, halt, load, nop, store, sync, vec
+from gen.design.isa import Instr, check, halt, load, nop, store, sync, vec
 from gen.design.isa import gemm as _gemm
 from sim import bf16 as fp
 from sim.rtl import plan_jobs, run_jobs_rtl, run_plan_rtl
@@ -104,17 +104,60 @@ def build_jobs(config, seed):
 
 
 def mode_jobs(config, emu, rng):
-    """Stationary and transposed-role mappings (CE modes 1..5) on 4 CEs (grid 1x2x2): IB tile
-    loads (V / H), K vectors, K tiling over l0."""
+    """Every dataflow (CE modes 0..5) x every setting of the three transpose layers (``tr`` 0..7) on
+    4 CEs: IB tile loads (V / H), K vectors, K tiling over l0. Grid 1x2x2 (reduction over 2 CEs)
+    without the reduction network's transpose, 2x2x1 (4 groups, as it needs) with it; the offsets of
+    a transposed operand pick lanes of one block of rows."""
     import functools
     gemm = functools.partial(_gemm, ports=config.net_ports)
     jobs = []
-    for md in (1, 2, 3, 4, 5):
-        prog = [gemm(K=5, grid=(1, 2, 2), mode=md, L0=2, a=(0, 4, 8, 0, 0, 0, 1), b=(64, 4, 16, 0, 0, 2, 1),
-                     o=(0, 2, 0 if md != 5 else 10, 0, 0, 1), acc_l0=md != 5, wb=True, w_base=150), halt()]
-        jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 100))], "prog": [i.encode() for i in prog],
-                     "ureads": [(0, 150, 24)], "areads": [(0, 24)]})
+    for md in range(6):
+        for tr in range(8):
+            if tr & 4:
+                grid, a, b, o = (2, 2, 1), (0, 4, 8, 0, 1, 0, 0), (64, 4, 16, 0, 0, 1, 0), (0, 4, 0, 0, 2, 1)
+            else:
+                grid, a, b, o = (1, 2, 2), (0, 4, 8, 0, 0, 0, 1), (64, 4, 16, 0, 0, 2, 1), (0, 2, 0, 0, 0, 1)
+            if md == 5:
+                o = o[:2] + (10 if tr & 4 else 10,) + o[3:]
+            prog = [gemm(K=5, grid=grid, mode=md, L0=2, a=a, b=b, o=o, acc_l0=md != 5, wb=True, w_base=150, tr=tr),
+                    halt()]
+            assert check(prog[0], emu.geo) == 0, (md, tr, check(prog[0], emu.geo))
+            jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 100))], "prog": [i.encode() for i in prog],
+                         "ureads": [(0, 150, 24)], "areads": [(0, 24)]})
     return jobs
+
+
+def test_transposes_emulator():
+    """The emulator's transpose layers against numpy on the same rows: a transposed operand gives
+    each CE a column of its block, the reduction network's transpose swaps groups and lanes."""
+    emu = Emulator(SMALL)
+    rng = np.random.default_rng(5)
+    rows = random_rows(emu, rng, 100)
+    emu.unified[0, :100] = rows
+    a, b, o = (0, 4, 8, 0, 1, 0, 0), (64, 4, 16, 0, 0, 1, 0), (0, 4, 0, 0, 2, 1)
+    outs = {}
+    for tr in (0, 1, 2, 4):
+        emu.load_program([i.encode() for i in (_gemm(K=4, grid=(2, 2, 1), a=a, b=b, o=o, ports=4, tr=tr), halt())])
+        assert emu.run(0).error == 0
+        outs[tr] = fp.f32_from_bits(emu.accum[:16].astype(np.uint32)).astype(np.float64)
+    f = fp.bf16_to_f32(fp.bf16_from_bits(rows.astype(np.uint16))).astype(np.float64)
+    # CE (im, in): IA rows 4k + im (OS: lanes = m), IB rows 64 + 4k + in (lanes = n); transposed: lane im
+    # (in) of the rows 4k + i (64 + 4k + i); result row r of group 2 im + in at accumulation row 4r + 2im + in
+    blocks = f[:96].reshape(24, 4, 4)                                      # [block, row in block, lane]
+    for im in range(2):
+        for in_ in range(2):
+            g = 2 * im + in_
+            A = {False: f[[4 * k + im for k in range(4)]], True: blocks[0:4, :, im]}
+            B = {False: f[[64 + 4 * k + in_ for k in range(4)]], True: blocks[16:20, :, in_]}
+            for tr in (0, 1, 2):
+                a, b = A[tr == 1], B[tr == 2]
+                want = a.T @ b                                             # [m lanes, n lanes]
+                bound = np.abs(a).T @ np.abs(b) * 2.0 ** -21               # 4 FP32 roundings of the chain
+                got = outs[tr][[4 * r + g for r in range(4)]]
+                assert np.all(np.abs(got - want) <= bound), (tr, im, in_)
+    # reduction transpose: group h*4 + l gets lane l of the rows of groups 0..3
+    for r in range(4):
+        np.testing.assert_array_equal(outs[4][[4 * r + g for g in range(4)]], outs[0][[4 * r + g for g in range(4)]].T)
 
 
 SPECIAL16 = [0x0000, 0x8000, 0x0001, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7F7F, 0xFF7F, 0x0080]

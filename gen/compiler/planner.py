@@ -202,8 +202,14 @@ class Planner:
 
     @staticmethod
     def orders(X: Tensor, Y: Tensor, alpha: str, beta: str, gm_m, gn_m, gk_m, kmodes, keep_modes,
-               next_info: NextInfo | None):
-        """Mode orders (lane last) of the operands (host-written ones) and of the result for a plan."""
+               next_info: NextInfo | None, ce_order: bool = True):
+        """Mode orders (lane last) of the operands (host-written ones) and of the result for a plan.
+
+        The split modes sit just above an operand's lane. ``ce_order``: in the order of the CE index
+        ``c = (im * gn + in) * gk + ik`` (the ``gk`` mode lowest), so that the spatial offsets of a
+        two-way split are an identity the butterfly always routes (e.g. ``gm`` and ``gk`` of 4 over
+        16 CEs); else the reverse (``gk`` highest): a different bank pattern, and a different loop
+        order for the address generators, which some steps prefer."""
         kord = [m for m in kmodes if m != gk_m] + ([gk_m] if gk_m else [])
 
         def order(t_modes, lane, inner_pref):
@@ -213,8 +219,9 @@ class Planner:
             tail = [m for m in kord if m in rest]
             return tuple(head + tail + inner + [lane])
 
-        xo = order(tuple(X.modes) + ((alpha,) if alpha not in X.modes else ()), alpha, (gk_m, gn_m, gm_m))
-        yo = order(tuple(Y.modes) + ((beta,) if beta not in Y.modes else ()), beta, (gk_m, gm_m, gn_m))
+        xpref, ypref = ((gm_m, gn_m, gk_m), (gm_m, gn_m, gk_m)) if ce_order else ((gk_m, gn_m, gm_m), (gk_m, gm_m, gn_m))
+        xo = order(tuple(X.modes) + ((alpha,) if alpha not in X.modes else ()), alpha, xpref)
+        yo = order(tuple(Y.modes) + ((beta,) if beta not in Y.modes else ()), beta, ypref)
         next_k: set[str] = set()
         first = gn_m
         if next_info is not None:
@@ -288,25 +295,27 @@ class Planner:
                 beta = dummies[Y.name]
             keep_modes = [m for m in dict.fromkeys(X.modes + Y.modes) if m in keep] + \
                 [m for m in (alpha, beta) if m not in X.modes + Y.modes]
-            xo, yo, oo = self.orders(X, Y, alpha, beta, gm_m, gn_m, gk_m, kmodes, keep_modes, next_info)
             fixed_x = X.name in self.mem.onchip and X.layout.lane == alpha
             fixed_y = Y.name in self.mem.onchip and Y.layout.lane == beta
-            key = (X.name, alpha, beta, None if fixed_x else xo, None if fixed_y else yo, oo)
-            if key in seen:
-                continue
-            seen.add(key)
-            la = X.layout if fixed_x else self.operand_layout(X, xo)
-            lb = Y.layout if fixed_y else self.operand_layout(Y, yo)
-            lo = Layout.make(oo, self.sizes, self.L, padded=(alpha,), align=self.align)
-            free, ks = self.loops(la, lb, lo, alpha, beta, keep_modes, kmodes)
-            try:
-                mappings = map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo)
-            except CompileError:
-                continue
-            best = min(best, mappings[0].cycles + penalty)
-            scored.append((mappings[0].cycles + penalty, len(scored),
-                           Plan(X, Y, alpha, beta, None if fixed_x else la, None if fixed_y else lb, lo,
-                                keep_modes, kmodes, mappings)))
+            for ce_order in (True, False):
+                xo, yo, oo = self.orders(X, Y, alpha, beta, gm_m, gn_m, gk_m, kmodes, keep_modes, next_info,
+                                         ce_order)
+                key = (X.name, alpha, beta, None if fixed_x else xo, None if fixed_y else yo, oo)
+                if key in seen:
+                    continue
+                seen.add(key)
+                la = X.layout if fixed_x else self.operand_layout(X, xo)
+                lb = Y.layout if fixed_y else self.operand_layout(Y, yo)
+                lo = Layout.make(oo, self.sizes, self.L, padded=(alpha,), align=self.align)
+                free, ks = self.loops(la, lb, lo, alpha, beta, keep_modes, kmodes)
+                try:
+                    mappings = map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo)
+                except CompileError:
+                    continue
+                best = min(best, mappings[0].cycles + penalty)
+                scored.append((mappings[0].cycles + penalty, len(scored),
+                               Plan(X, Y, alpha, beta, None if fixed_x else la, None if fixed_y else lb, lo,
+                                    keep_modes, kmodes, mappings)))
         scored.sort(key=lambda c: c[:2])
         return [(c[0], c[2]) for c in scored]
 

@@ -151,6 +151,22 @@ class Flag(enum.IntFlag):
     ACC_L0 = 4
 
 
+class Transpose(enum.IntFlag):
+    """The ``tr`` field of a GEMM: which transpose layers are on (FETTA section V-B2 / V-B3).
+
+    ``A`` / ``B``: the distribution network of IA / IB exchanges ports and lanes, so a CE reads a
+    *column* of an ``lanes x lanes`` block of rows: with the operand's spatial offset
+    ``off = blk + l`` (``l = off mod lanes``), CE ``c`` gets lane ``l`` of the rows
+    ``t + blk + i``, ``i < lanes`` (``t``: the temporal address, a multiple of ``lanes``).
+    ``O``: the reduction network exchanges ports and lanes at its output: group ``h * lanes + l``
+    writes lane ``l`` of the result rows of groups ``h * lanes + i``, ``i < lanes`` (``gk = 1``,
+    at least ``lanes`` groups). Addresses are unchanged; the data is the transpose."""
+
+    A = 1
+    B = 2
+    O = 4
+
+
 class ErrorCode(enum.IntEnum):
     NONE = 0
     #: opcode not in :class:`Opcode`
@@ -187,6 +203,9 @@ _FIELDS.append(("w_base", ADDR_BITS))
 _FIELDS += [("a_sel", NET_WORD_BITS), ("b_sel", NET_WORD_BITS), ("red_mode", NET_WORD_BITS)]
 # VEC: the scalar operand ``a`` (bfloat16 bits, or a signed 16-bit integer in the int datatype)
 _FIELDS.append(("scalar", SCALAR_BITS))
+# GEMM: the transpose layers of the IA / IB distribution networks and of the reduction network
+# (:class:`Transpose` bits, see :func:`transposed_rows` and :func:`transposed_groups`)
+_FIELDS.append(("tr", 3))
 # LOAD / STORE reuse: src = a_base / a_sk (stride per row), dst = o_base / o_sk, count = K chunks
 LAYOUT: dict[str, tuple[int, int]] = {}
 _pos = 0
@@ -240,6 +259,7 @@ class Instr:
     b_sel: int = 0
     red_mode: int = 0
     scalar: int = 0
+    tr: int = 0
 
     def __post_init__(self) -> None:
         for name, (_, bits) in LAYOUT.items():
@@ -299,9 +319,10 @@ def sync() -> Instr:
 def gemm(*, K: int, grid: tuple[int, int, int] = (1, 1, 1), L0: int = 1, L1: int = 1,
          a: Sequence[int] = (0,), b: Sequence[int] = (0,), o: Sequence[int] = (0,),
          w_base: int = 0, acc: bool = False, wb: bool = False, mode: int = Dataflow.OS,
-         acc_l0: bool = False, ports: int = 16, routes: bool = True) -> Instr:
+         acc_l0: bool = False, ports: int = 16, routes: bool = True, tr: int = 0) -> Instr:
     """A GEMM instruction. ``a``/``b``/``o`` are ``(base, s_k, s_l0, s_l1, s_m, s_n, s_r)``
-    (trailing strides may be left out); ``grid = (gm, gn, gk)``, each a power of two.
+    (trailing strides may be left out); ``grid = (gm, gn, gk)``, each a power of two;
+    ``tr``: :class:`Transpose` bits.
 
     ``ports`` = ``config.net_ports``: the network control words (``a_sel``, ``b_sel``,
     ``red_mode``) are computed for it with :mod:`gen.design.routing` (``routes=False`` leaves
@@ -319,7 +340,7 @@ def gemm(*, K: int, grid: tuple[int, int, int] = (1, 1, 1), L0: int = 1, L1: int
             kw[f"{op}_s{lv}"] = v
     flags = (Flag.ACC if acc else 0) | (Flag.WB if wb else 0) | (Flag.ACC_L0 if acc_l0 else 0)
     ins = Instr(opcode=Opcode.GEMM, flags=int(flags), mode=int(mode), K=K, L0=L0, L1=L1,
-                w_base=w_base, **kw)
+                w_base=w_base, tr=int(tr), **kw)
     return with_routes(ins, ports) if routes else ins
 
 
@@ -446,6 +467,18 @@ def ce_offsets(ins: Instr, op: str) -> list[int]:
     return out
 
 
+def transposed(ins: Instr, op: str) -> bool:
+    """Does operand ``op`` (``"a"``, ``"b"``; ``"o"``: the reduction network) go through a transpose layer?"""
+    return bool(ins.tr & {"a": Transpose.A, "b": Transpose.B, "o": Transpose.O}[op])
+
+
+def read_offsets(ins: Instr, op: str, lanes: int) -> list[int]:
+    """Per active CE, the first row it reads past the temporal address: its spatial offset, or with
+    a transpose layer the first row of its block (the offset rounded down to ``lanes``)."""
+    offs = ce_offsets(ins, op)
+    return [o - o % lanes for o in offs] if transposed(ins, op) else offs
+
+
 def group_offsets(ins: Instr) -> list[int]:
     """Per reduction group ``g = im * gn + in_``, the spatial part of the output address."""
     return [im * ins.o_sm + in_ * ins.o_sn for im in range(ins.gm) for in_ in range(ins.gn)]
@@ -516,9 +549,20 @@ def _red_routes(red_mode: int, ces: int, gk: int, N: int) -> bool:
     return all(sym[g * gk] == frozenset(range(g * gk, (g + 1) * gk)) for g in range(ces // gk))
 
 
+def _blocks_aligned(ins: Instr, op: str, lanes: int) -> bool:
+    """A transposed operand's temporal address is a multiple of ``lanes`` (whole blocks of rows)."""
+    if not transposed(ins, op):
+        return True
+    tbits = getattr(ins, f"{op}_base") | getattr(ins, f"{op}_sk") | getattr(ins, f"{op}_sl0") \
+        | getattr(ins, f"{op}_sl1")
+    return tbits & (lanes - 1) == 0
+
+
 def route_ok(ins: Instr, geo: Geometry) -> bool:
-    """The GEMM's network words route as its addresses require (:data:`ErrorCode.ROUTE`)."""
-    return _dist_ok(ins, "a", geo) and _dist_ok(ins, "b", geo) and _red_ok(ins, geo)
+    """The GEMM's network words route as its addresses require (:data:`ErrorCode.ROUTE`); a
+    transposed operand's temporal address is a multiple of ``lanes``."""
+    return (_dist_ok(ins, "a", geo) and _dist_ok(ins, "b", geo) and _red_ok(ins, geo)
+            and _blocks_aligned(ins, "a", geo.lanes) and _blocks_aligned(ins, "b", geo.lanes))
 
 
 def out_rows(ins: Instr, geo: Geometry) -> int:
@@ -554,17 +598,21 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
         if (ins.mode > max(Dataflow) or ins.gm * ins.gn * ins.gk > geo.ces or ins.K == 0 or ins.L0 == 0
                 or ins.L1 == 0):
             return ErrorCode.BAD_SHAPE
+        if transposed(ins, "o") and geo.lanes > 1 and (ins.gk > 1 or ins.gm * ins.gn < geo.lanes):
+            return ErrorCode.BAD_SHAPE
         # IA: K vectors; IB: K vectors (OS) or the tile's loads (IS/WS), stepped by b_sk
         for o, kb in (("a", ins.K), ("b", loads(ins, geo) if stationary(ins.mode) else ins.K)):
-            if getattr(ins, f"{o}_base") + temporal_max(ins, o, kb) + max(ce_offsets(ins, o)) \
-                    >= geo.unified_half_rows:
+            # a transposed operand reads whole blocks of ``lanes`` rows
+            last = max(ce_offsets(ins, o)) | (geo.lanes - 1 if transposed(ins, o) else 0)
+            if getattr(ins, f"{o}_base") + temporal_max(ins, o, kb) + last >= geo.unified_half_rows:
                 return ErrorCode.UNIFIED_RANGE
         omax = temporal_max(ins, "o", out_rows(ins, geo)) + max(group_offsets(ins))
         if ins.o_base + omax >= geo.accum_rows:
             return ErrorCode.ACCUM_RANGE
         if ins.flags & Flag.WB and ins.w_base + omax >= geo.unified_half_rows:
             return ErrorCode.UNIFIED_RANGE
-        if _conflict(ce_offsets(ins, "a"), geo.banks) or _conflict(ce_offsets(ins, "b"), geo.banks) \
+        if _conflict(read_offsets(ins, "a", geo.lanes), geo.banks) \
+                or _conflict(read_offsets(ins, "b", geo.lanes), geo.banks) \
                 or _conflict(group_offsets(ins), geo.banks, writes=True):
             return ErrorCode.BANK_CONFLICT
         if out_rows(ins, geo) > 1 and ins.o_sk == 0:
@@ -685,7 +733,7 @@ __all__ = ["INSTR_BITS", "ADDR_BITS", "STRIDE_BITS", "BOUND_BITS", "LOG_GRID_BIT
            "halt", "sync", "gemm", "vec", "VEC_OPS", "VEC_TAIL", "vector_rows", "with_routes", "route_ok",
            "stationary", "horizontal", "CE_MODE", "CEMode", "VecOp", "BF16_ONE", "out_rows", "loads", "vec_delay",
            "last_issue", "gemm_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check",
-           "ce_offsets", "group_offsets", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles",
+           "ce_offsets", "group_offsets", "read_offsets", "transposed", "Transpose", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles",
            "gemm_macs", "replace", "field"]
 
 
