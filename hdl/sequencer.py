@@ -41,11 +41,19 @@ def _strides(op: str, levels: tuple[str, ...]) -> dict[str, In]:
 class GemmIssue(wiring.Component):
     """Issue side of a GEMM: which vector every cycle of a tile reads, and where.
 
-    A tile takes ``period`` cycles (:func:`gen.design.isa.tile_period`): OS streams ``K``
-    IA and ``K`` IB vectors from its first cycle; IS/WS makes ``loads`` IB loads from
-    its first cycle and ``K`` IA vectors from cycle ``vec_delay``. The tiles run
-    ``l0`` inner, ``l1`` outer; the temporal address of operand ``x`` is
-    ``x_base + l1 * x_sl1 + l0 * x_sl0 + k * x_sk`` (``k`` counts that operand's vectors).
+    Tiles start every ``period`` cycles (:func:`gen.design.isa.tile_period`), ``l0`` inner,
+    ``l1`` outer. Two walkers, one per stream, each with its own tile counters:
+
+    * the **IB walker** starts in the cycle after ``start``: per tile, OS streams ``K`` IB
+      vectors, IS/WS makes ``loads`` IB loads (the stationary tile, into the CEs' shadow);
+    * the **IA walker** starts ``vec_delay`` cycles later (IS/WS; OS: together) and streams
+      ``K`` IA vectors per tile.
+
+    In IS/WS the loads of tile ``i + 1`` thus overlap the vectors of tile ``i`` (they start
+    with its first vector, the ``swap`` that retires the shadow tile: :class:`hdl.ce.CE`), so
+    the period is ``max(K, loads)`` instead of ``loads``, then ``K``. The temporal address of
+    operand ``x`` is ``x_base + l1 * x_sl1 + l0 * x_sl0 + k * x_sk`` (``k`` counts that
+    operand's vectors or loads in the tile).
 
     Ports
     -----
@@ -55,7 +63,7 @@ class GemmIssue(wiring.Component):
         Loop bounds and the dataflow's tile shape (decoder outputs).
     a_base, b_base : In(ADDR_BITS); a_sk, a_sl0, a_sl1, b_sk, b_sl0, b_sl1 : In(STRIDE_BITS)
     issuing : Out(1)
-        The tile loops run; cleared after the last cycle of the last tile.
+        A walker runs; cleared after the last cycle of the last tile.
     a_row, b_row : Out(ADDR_BITS)
         Temporal row address of this cycle's IA / IB access (registers).
     ia_go, ib_go, first, last, swap : Out(1); ib_index : Out(range(lanes)); a_bidx, b_bidx : Out(range(banks))
@@ -78,58 +86,61 @@ class GemmIssue(wiring.Component):
             "a_bidx": Out(range(config.banks)), "b_bidx": Out(range(config.banks)),
         })
 
-    def elaborate(self, platform):
-        m = Module()
-        K, st, vdelay, nload = self.K, self.stationary, self.vec_delay, self.loads
-        # vec_delay + K needs one bit more than a bound
-        period = Signal(BOUND_BITS + 1, name="period")
-        with m.If(st):
-            m.d.comb += period.eq(Mux(nload > vdelay + K, nload, vdelay + K))
-        with m.Else():
-            m.d.comb += period.eq(Mux(K > self._rows, K, self._rows))
-
-        pcnt = Signal(BOUND_BITS + 1, name="pcnt")     # cycle within the tile
-        vidx = Signal(BOUND_BITS + 1, name="vidx")     # IS/WS: IA vector within the tile
-        a_go = Signal(name="a_go")
-        b_go = Signal(name="b_go")
-        issuing = self.issuing
-        m.d.comb += [vidx.eq(pcnt - vdelay),
-                     a_go.eq(issuing & Mux(st, (pcnt >= vdelay) & (pcnt < vdelay + K), pcnt < K)),
-                     b_go.eq(issuing & Mux(st, pcnt < nload, pcnt < K))]
-        m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(pcnt == 0),
-                     self.last.eq(pcnt == K - 1), self.swap.eq(vidx == 0),
-                     self.ib_index.eq(pcnt[:len(self.ib_index)]),
-                     self.a_bidx.eq(self.a_row[:len(self.a_bidx)]), self.b_bidx.eq(self.b_row[:len(self.b_bidx)])]
-
-        l0 = Signal(BOUND_BITS, name="l0")
-        l1 = Signal(BOUND_BITS, name="l1")
-        # per operand: start of the l1 iteration, of the tile, and this cycle's row
-        rows = {op: (Signal(ADDR_BITS, name=f"t{op}_l1"), Signal(ADDR_BITS, name=f"t{op}_t"), row)
-                for op, row in (("a", self.a_row), ("b", self.b_row))}
-        go = {"a": a_go, "b": b_go}
-        with m.If(self.start):
-            m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0)]
-            for op, regs in rows.items():
-                m.d.sync += [r.eq(getattr(self, f"{op}_base")) for r in regs]
+    def _walker(self, m, op: str, start, window, period):
+        """Tile counters and addresses of operand ``op``: ``window`` accesses at the start of every
+        ``period``-cycle tile from the cycle after ``start``. Returns (access this cycle, cycle in
+        the tile, running)."""
+        issuing = Signal(name=f"{op}_issuing")
+        pcnt = Signal(BOUND_BITS + 1, name=f"{op}_pcnt")     # cycle within the tile
+        l0 = Signal(BOUND_BITS, name=f"{op}_l0")
+        l1 = Signal(BOUND_BITS, name=f"{op}_l1")
+        # start of the l1 iteration, of the tile, and this cycle's row
+        r_l1, r_t = Signal(ADDR_BITS, name=f"t{op}_l1"), Signal(ADDR_BITS, name=f"t{op}_t")
+        row = getattr(self, f"{op}_row")
+        go = Signal(name=f"{op}_go")
+        m.d.comb += go.eq(issuing & (pcnt < window))
+        stride = {lv: getattr(self, f"{op}_s{lv}") for lv in ("k", "l0", "l1")}
+        with m.If(start):
+            base = getattr(self, f"{op}_base")
+            m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0), r_l1.eq(base), r_t.eq(base), row.eq(base)]
         with m.Elif(issuing):
             m.d.sync += pcnt.eq(pcnt + 1)
-            for op, (_, _, row) in rows.items():
-                with m.If(go[op]):
-                    m.d.sync += row.eq(row + getattr(self, f"{op}_sk"))
+            with m.If(go):
+                m.d.sync += row.eq(row + stride["k"])
             with m.If(pcnt == period - 1):
                 m.d.sync += pcnt.eq(0)
                 with m.If(l0 == self.L0 - 1):
-                    m.d.sync += [l0.eq(0), l1.eq(l1 + 1)]
-                    for op, (r_l1, r_t, row) in rows.items():
-                        nxt = r_l1 + getattr(self, f"{op}_sl1")
-                        m.d.sync += [r_l1.eq(nxt), r_t.eq(nxt), row.eq(nxt)]
+                    nxt = r_l1 + stride["l1"]
+                    m.d.sync += [l0.eq(0), l1.eq(l1 + 1), r_l1.eq(nxt), r_t.eq(nxt), row.eq(nxt)]
                     with m.If(l1 == self.L1 - 1):
                         m.d.sync += issuing.eq(0)
                 with m.Else():
-                    m.d.sync += l0.eq(l0 + 1)
-                    for op, (_, r_t, row) in rows.items():
-                        nxt = r_t + getattr(self, f"{op}_sl0")
-                        m.d.sync += [r_t.eq(nxt), row.eq(nxt)]
+                    nxt = r_t + stride["l0"]
+                    m.d.sync += [l0.eq(l0 + 1), r_t.eq(nxt), row.eq(nxt)]
+        return go, pcnt, issuing
+
+    def elaborate(self, platform):
+        m = Module()
+        K, st, nload = self.K, self.stationary, self.loads
+        # max(K, loads) (IS/WS) or max(K, ce_rows) (OS: the Psum registers drain one row per cycle)
+        period = Signal(BOUND_BITS + 1, name="period")
+        q = Mux(st, nload, self._rows)
+        m.d.comb += period.eq(Mux(K > q, K, q))
+        # IS/WS: the IA walker starts vec_delay cycles after the IB walker
+        a_wait = Signal.like(self.vec_delay, name="a_wait")
+        a_start = Signal(name="a_start")
+        m.d.comb += a_start.eq(Mux(st, a_wait == 1, self.start))
+        with m.If(self.start):
+            m.d.sync += a_wait.eq(Mux(st, self.vec_delay, 0))
+        with m.Elif(a_wait != 0):
+            m.d.sync += a_wait.eq(a_wait - 1)
+        a_go, a_pcnt, a_run = self._walker(m, "a", a_start, K, period)
+        b_go, b_pcnt, b_run = self._walker(m, "b", self.start, Mux(st, nload, K), period)
+        m.d.comb += self.issuing.eq(a_run | b_run)
+        m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt == 0),
+                     self.last.eq(a_pcnt == K - 1), self.swap.eq(a_pcnt == 0),
+                     self.ib_index.eq(b_pcnt[:len(self.ib_index)]),
+                     self.a_bidx.eq(self.a_row[:len(self.a_bidx)]), self.b_bidx.eq(self.b_row[:len(self.b_bidx)])]
         return m
 
 

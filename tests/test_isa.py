@@ -91,10 +91,12 @@ def test_timing_rules():
     assert exec_cycles(g, GEO) == 5 * 10 + 10 + 4 + 4 + 4
     short = gemm(K=2, L0=3)
     assert exec_cycles(short, GEO) == 2 * 4 + 2 + 4 + 4 + 4    # period max(K, ce_rows)
-    ws = gemm(K=7, L0=3, mode=1)      # IS/WS: period max(loads, 1 + K), last vector at 1 + K - 1
-    assert exec_cycles(ws, GEO) == 2 * 8 + 8 + 4 + 4 + 4
-    wsh = gemm(K=2, L0=3, mode=3)     # horizontal loads: vectors 4 cycles after the first load
-    assert exec_cycles(wsh, GEO) == 2 * 6 + 6 + 4 + 4 + 4
+    # IS/WS: the next tile's loads overlap this tile's vectors: period max(loads, K), the last
+    # vector 1 (vertical loads) or ce_cols (horizontal) + K - 1 cycles after the last tile's first load
+    ws = gemm(K=7, L0=3, mode=1)
+    assert exec_cycles(ws, GEO) == 2 * 7 + 1 + 7 + 4 + 4 + 4
+    wsh = gemm(K=2, L0=3, mode=3)
+    assert exec_cycles(wsh, GEO) == 2 * 4 + 4 + 2 + 4 + 4 + 4
     assert exec_cycles(load(src=0, dst=0, chunks=3), GEO) == 4
     assert exec_cycles(Instr(opcode=Opcode.SYNC), GEO) == 0
 

@@ -690,12 +690,13 @@ def tile_period(ins: Instr, geo: Geometry) -> int:
     """Cycles between the starts of consecutive tiles.
 
     OS: ``max(K, ce_rows)`` (the double-buffered Psum registers drain one row per
-    cycle). IS/WS: ``max(loads, delay + K)``: a tile's loads, then its K vectors
-    (``delay`` = 1 for vertical loads, ``ce_cols`` for horizontal ones); the next
-    tile's loads start after the last vector.
+    cycle). IS/WS: ``max(K, loads)``: a tile's ``loads`` IB loads go into the CEs' shadow
+    registers while the previous tile's ``K`` vectors stream (they start with its first
+    vector, :class:`hdl.sequencer.GemmIssue`); its vectors start ``delay`` cycles after
+    its first load (1 for vertical loads, ``ce_cols`` for horizontal ones).
     """
     if stationary(ins.mode):
-        return max(loads(ins, geo), vec_delay(ins, geo) + ins.K)
+        return max(loads(ins, geo), ins.K)
     return max(ins.K, geo.ce_rows)
 
 
