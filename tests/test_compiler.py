@@ -304,3 +304,35 @@ def test_plan_search_finds_realisable_splits():
     cfg = FettaConfig()
     prog = compile_layer(load_spec(Path(__file__).parent.parent / "benchmarks/layers/ucf_tr14.json"), "fp", cfg)
     assert prog.macs / (prog.est_cycles * cfg.macs) >= 0.2
+
+
+def test_memory_reuses_dead_rows_for_computed_results_only():
+    """The allocator: a computed result takes the rows of a dead tensor once the half is full, never
+    those of a live, saved, protected (batch-free) or pending-read one; host writes never reuse."""
+    from gen.compiler.allocate import Memory, NoRoom, Tensor
+    from gen.design.isa import Geometry
+
+    geo = Geometry.of(FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16))
+    mem = Memory(geo, 2, {"dram_bytes": 0}, [])
+    mem.protected = lambda t: t.name == "core"
+    half = geo.unified_half_rows            # 256 rows, blocks of 64
+    lay = Layout.make(("i", "j"), {"i": 64, "j": 4}, geo.lanes)
+    assert lay.rows == 64
+    names = ("dead", "live", "core", "kept")
+    for n in names:
+        t = Tensor(n, ("i", "j"))
+        mem.place(t, lay)
+    assert [mem.onchip[n].addr for n in names] == [0, 64, 128, 192] and mem.top == half
+    mem.live, mem.keep = {"live"}, {"kept"}
+    mem.begin_step()
+    with pytest.raises(NoRoom):
+        mem.place(Tensor("x", ("i", "j")), lay)          # a host write does not take dead rows
+    assert mem.fits([], [64]) and not mem.fits([], [64, 64]) and not mem.fits([64])
+    assert mem.alloc(64) == 0 and "dead" not in mem.onchip   # the dead tensor leaves the chip
+    assert mem.alloc(64) is None                              # the block just taken is busy too
+    mem.begin_step()
+    out = Tensor("out", ("i", "j"))
+    out.layout, out.addr = lay, 0
+    mem.onchip["out"] = out
+    mem.ensure_on_host(out)                                   # read after the run: busy until then
+    assert mem.alloc(64) is None

@@ -9,8 +9,8 @@ re-layouts), and :func:`pieced` runs it ``P`` times, piece ``p`` on half ``p % 2
   (``Program.input_slices``). Tensors that do not depend on the batch (cores, identities) are
   written by pieces 0 and 1 only and stay in their half, and so do the results of batch-free steps
   (core x core, their re-layouts): pieces ``p >= 2`` skip those instructions. Nothing of a piece
-  overwrites them: one segment's bump allocator never reuses a row, and every piece is the same
-  program at the same (half-relative) addresses.
+  overwrites them: the allocator never reuses the rows of batch-free tensors
+  (``Memory.protected``), and every piece is the same program at the same (half-relative) addresses.
 * results with a batch axis are read back by every piece and concatenated by the host
   (``Program.result_pieces``). Results without one (weight gradients) are *carried*: their last
   step writes its partial sums to rows of their own at the top of the accumulation unit (reserved

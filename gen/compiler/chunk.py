@@ -229,7 +229,7 @@ class Chunking:
         ``(plan, mapping, accumulation stride, (X row, Y row, result row))``; None if there is none."""
         for _, plan in self.planner.scored_plans(As, Bs, keep, None):
             need = [o.rows for o in (plan.xo, plan.yo) if o is not None]
-            if not self.mem.fits(need + [plan.lo.rows]):
+            if not self.mem.fits(need, [plan.lo.rows]):
                 continue
             for mp in plan.mappings:
                 stride = acc_span(mp, self.geo) if free_instrs(mp) > 1 else 0

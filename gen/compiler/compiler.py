@@ -17,7 +17,7 @@ from typing import Sequence
 
 from gen.compiler.allocate import Memory, NoRoom, Tensor, addr_of
 from gen.compiler.chunk import Chunking
-from gen.compiler.layout import Layout, ceil_to, has_batch
+from gen.compiler.layout import Layout, has_batch
 from gen.compiler.mapping import acc_span, free_instrs, instantiate
 from gen.compiler.planner import NextInfo, Plan, Planner
 from gen.compiler.relayout import eye_layout, eye_name, primed
@@ -75,6 +75,7 @@ class Compiler(Chunking):
         #: real (unpadded) extents of padded split modes, see :meth:`useful`
         self.useful_ext: dict[str, float] = {}
         self.mem = Memory(self.geo, self.elem_bytes, self.stats, self.host_ops)
+        self.mem.protected = lambda t: not self.depends(t) or t.name in self.eyes
         self.planner = Planner(config, self.plan_geo, self.align, self.sizes, self.mem, self.dummy, relayout)
 
     # --- names and extents --------------------------------------------------------------
@@ -111,6 +112,7 @@ class Compiler(Chunking):
         operand's tensor if it exists yet).
         """
         for attempt in range(2):
+            self.mem.begin_step()
             mark = self.mem.mark()
             try:
                 plan = self.planner.best_plan(A, B, keep, next_info)
@@ -152,25 +154,25 @@ class Compiler(Chunking):
         got, e_lay, mappings = gemm
         q = lane
         eye = self.mem.onchip.get(eye_name(q))
-        if not self.mem.fits(([] if eye else [e_lay.rows]) + [got.rows]):
+        if not self.mem.fits([] if eye else [e_lay.rows], [got.rows]):
             return False
-        # where alloc() will put the identity (unless on chip) and the copy
-        e_addr = eye.addr if eye else ceil_to(self.mem.top, self.geo.banks)
-        addr = ceil_to(self.mem.top if eye else e_addr + e_lay.rows, self.geo.banks)
+        mark = self.mem.mark()
+        new_eye = eye is None
+        if new_eye:
+            eye = Tensor(eye_name(q), (q, primed(q)))
+            eye.on_host = True
+            self.mem.place(eye, e_lay)
+        addr = self.mem.alloc(got.rows)
         instrs = None
         for mp in mappings:
-            instrs = instantiate(mp, addr_of(t), e_addr, addr, self.geo)
+            instrs = instantiate(mp, addr_of(t), addr_of(eye), addr, self.geo)
             if instrs is not None:
                 break
         if instrs is None or (self.relayout == "auto" and mp.cycles > self.planner.host_relayout_cycles(t)):
+            self.mem.rollback(mark)
             return False
-        if eye is None:
-            eye = Tensor(eye_name(q), (q, primed(q)))
-            eye.on_host = True
+        if new_eye:
             self.eyes[eye.name] = (eye.modes, self.sizes[q])
-            self.mem.place(eye, e_lay)
-            assert eye.addr == e_addr
-        assert self.mem.alloc(got.rows) == addr
         self._add(instrs, "" if self.depends(t) else "free")
         self._traffic(instrs)
         self.stats["onchip_relayouts"] += 1
@@ -193,7 +195,7 @@ class Compiler(Chunking):
         # an on-chip re-layout may also place an identity
         need += [eye_layout(q, sizes, self.L).rows for t, q, o in ((X, alpha, plan.xo), (Y, beta, plan.yo))
                  if o is not None and t.name in self.mem.onchip]
-        if not self.mem.fits(need + [lo.rows]):
+        if not self.mem.fits(need, [lo.rows]):
             raise NoRoom
         # operands on chip in the plan's layouts (host writes / re-layouts), then the result
         self.prepare(X, alpha, plan.xo, label, s_idx)

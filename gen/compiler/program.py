@@ -189,9 +189,8 @@ def gemm_dataflows(instrs: Sequence[Instr]) -> tuple[str, ...]:
 
 
 def gemm_transposes(instrs: Sequence[Instr]) -> int:
-    """GEMM instructions among ``instrs`` that transpose in a network. The ISA has no transpose field
-    yet (the RTL ties both networks' transpose layers off), so none can."""
-    return 0
+    """GEMM instructions among ``instrs`` that transpose in a network (``tr`` field, any layer)."""
+    return sum(1 for i in instrs if i.opcode == Opcode.GEMM and i.tr)
 
 
 __all__ = ["onchip_bytes", "gemm_dataflows", "gemm_transposes", "CompileError", "Write", "Read", "Run", "StepRecord",
