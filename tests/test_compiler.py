@@ -336,3 +336,20 @@ def test_memory_reuses_dead_rows_for_computed_results_only():
     mem.onchip["out"] = out
     mem.ensure_on_host(out)                                   # read after the run: busy until then
     assert mem.alloc(64) is None
+
+
+def test_transposed_views_replace_relayouts():
+    """A tensor on chip whose stride-1 row mode is the lane a step wants is read through the
+    distribution network's transpose layer (``Planner.view``) instead of being re-laid out: fewer
+    re-layouts, transposed GEMMs in the program, results within the golden bound."""
+    before = after = transposes = 0
+    for fmt, phase in (("tt", "wg"), ("tr", "train"), ("ht", "wg"), ("bt", "wg")):
+        spec = parse_spec(SPECS[fmt])
+        p0 = compile_layer(spec, phase, DEFAULT, pieces=1, views=False)
+        p1, _ = check_layer(spec, phase, DEFAULT, pieces=1, views=True)
+        assert p0.transposes == 0
+        before += p0.relayouts + p0.onchip_relayouts
+        after += p1.relayouts + p1.onchip_relayouts
+        transposes += p1.transposes
+        assert any(i.tr for r in p1.runs for i in r.program) == (p1.transposes > 0)
+    assert transposes > 0 and after < before

@@ -70,6 +70,8 @@ class Mapping_:
     k_unroll: list[Lp]
     cycles: int
     instrs: int
+    #: the transpose layers the operands are read through (:class:`gen.design.isa.Transpose` bits)
+    tr: int = 0
 
 
 def split_loop(lp: Lp, g: int) -> tuple[Lp, Lp]:
@@ -83,14 +85,14 @@ def template(m: Mapping_) -> Instr:
     return gemm(K=m.K.trip, grid=m.grid, L0=m.L0.trip, L1=m.L1.trip,
                 a=(0, m.K.a, m.L0.a, m.L1.a, m.gm.a, m.gn.a, m.gk.a),
                 b=(0, m.K.b, m.L0.b, m.L1.b, m.gm.b, m.gn.b, m.gk.b),
-                o=(0, m.o_sk, m.L0.o, m.L1.o, m.gm.o, m.gn.o, 0), w_base=0, acc=False, wb=True)
+                o=(0, m.o_sk, m.L0.o, m.L1.o, m.gm.o, m.gn.o, 0), w_base=0, acc=False, wb=True, tr=m.tr)
 
 
 @functools.lru_cache(maxsize=2048)
-def map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geometry) -> tuple[Mapping_, ...]:
+def map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geometry, tr: int = 0) -> tuple[Mapping_, ...]:
     """:func:`map_gemm_all`, memoized (plans of one step often share their loop nests).
     The mappings returned are shared: callers must not modify them."""
-    return tuple(map_gemm_all(list(free), list(ks), o_sk, geo))
+    return tuple(map_gemm_all(list(free), list(ks), o_sk, geo, tr=tr))
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -133,7 +135,7 @@ def _grids(E: int) -> list[tuple[int, int, int]]:
             for c in range(E.bit_length()) if (1 << (a + b + c)) <= E]
 
 
-def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> list[Mapping_]:
+def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int = 0) -> list[Mapping_]:
     """Every grid, split loop and level assignment whose fields fit, with its cycles (unchecked)."""
     cands: list[Mapping_] = []
     for gm, gn, gk in _grids(geo.ces):
@@ -169,15 +171,21 @@ def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry) -> list[
                 # per instruction: FETCH/DECODE/CHECK + exec_cycles of an OS GEMM
                 one = os_gemm_cycles(K.trip, L0.trip * L1.trip, geo)
                 cands.append(Mapping_((gm, gn, gk), K, L0, L1, gm_lp, gn_lp, gk_lp, o_sk, free_unroll, k_unroll,
-                                      n * (OVERHEAD + one), n))
+                                      n * (OVERHEAD + one), n, tr))
     return cands
 
 
-def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: int = 4) -> list[Mapping_]:
+def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: int = 4,
+                 tr: int = 0) -> list[Mapping_]:
     """Mappings whose template (bases 0) passes :func:`check`, fastest first: every grid, split
     loop and level assignment is costed with the timing rules of :mod:`gen.design.isa` (cheap), then
-    checked in order of cycles until ``keep`` pass (the caller tries them with real bases)."""
-    cands = _candidates(merge_loops(free), merge_loops(ks), o_sk, geo)
+    checked in order of cycles until ``keep`` pass (the caller tries them with real bases).
+
+    ``tr``: operands read through their distribution network's transpose layer (a *transposed
+    view*, :meth:`gen.compiler.planner.Planner.view`): the loop of stride 1 selects lanes, so only
+    mappings that split it over the CE grid pass the checks (the temporal address of a transposed
+    operand is a multiple of ``lanes``)."""
+    cands = _candidates(merge_loops(free), merge_loops(ks), o_sk, geo, tr)
     order = sorted(range(len(cands)), key=lambda i: (cands[i].cycles, -math.prod(cands[i].grid), i))
     found: list[Mapping_] = []
     for m in (cands[i] for i in order):

@@ -45,7 +45,8 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
                   reuse: bool = True, align: bool = False, pad: bool | None = None,
-                  pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None) -> Program:
+                  pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
+                  views: bool | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
@@ -61,10 +62,28 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     (pipelined) or ``"phase"`` (repeated).
     ``relayout``: where a tensor whose lane does not suit its consumer is re-laid out (``auto``: the
     fewer cycles of the TCU's identity GEMM and the host path; ``onchip``; ``host``).
+    ``views``: read on-chip tensors through the distribution networks' transpose layers where that
+    gives a step the lane it wants (:meth:`gen.compiler.planner.Planner.view`) instead of re-laying
+    them out; ``None`` compiles without, and also with them when that program re-lays out anything,
+    and keeps the fewer cycles end to end (they constrain the CE grid and the memory use changes).
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
     NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
     if pieces_by not in (None, "networks", "phase"):
         raise CompileError(f"must be 'networks' or 'phase', got {pieces_by!r}", field="pieces_by")
+    progs = []
+    for v in ([views] if views is not None else [False, True]):
+        if v and views is None and progs and not any(p.relayouts or p.onchip_relayouts for p in progs):
+            break
+        progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, pieces_by, v)
+    if not progs:
+        raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
+                           f"and each piece's steps fit the memories)", field="pieces")
+    # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
+    return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+
+
+def _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, pieces_by, views) -> list[Program]:
+    """The programs :func:`compile_layer` chooses from for one ``views`` setting."""
     pads = [pad]
     if pad is None:
         pads = [False]
@@ -74,7 +93,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
             pads.append(True)
     progs = []
     for pd in pads:
-        whole = _compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout)
+        whole = _compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout, views=views)
         if pieces is None and progs and whole.timeline(config).compute_cycles > \
                 1.5 * min(p.timeline(config).cycles for p in progs):
             progs.append(whole)
@@ -82,17 +101,13 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         if pieces in (None, 1):
             progs.append(whole)
         if pieces != 1 and pieces_by in (None, "networks"):
-            progs += _pipelined(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole)
+            progs += _pipelined(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole, views)
         if pieces != 1 and pieces_by in (None, "phase"):
-            progs += _batched(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole)
-    if not progs:
-        raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
-                           f"and each piece's steps fit the memories)", field="pieces")
-    # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
-    return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+            progs += _batched(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole, views)
+    return progs
 
 
-def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole) -> list[Program]:
+def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole, views) -> list[Program]:
     """fp / bp in batch pieces network by network (:func:`gen.compiler.pipeline.pipelined_network`)."""
     if phase not in ("fp", "bp"):
         return []
@@ -101,7 +116,8 @@ def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, 
     out = []
     for P in [p for p in wanted if all(p in piece_counts(net, (p,)) for net in nets)]:
         try:
-            prog = _compile_layer(spec, phase, config, paths, reuse, align, pad, relayout=relayout, pieces=P)
+            prog = _compile_layer(spec, phase, config, paths, reuse, align, pad, relayout=relayout, pieces=P,
+                                  views=views)
         except CompileError:
             continue                # e.g. a piece that needs chunking over a contracted mode
         if prog.macs != whole.macs:
@@ -111,7 +127,7 @@ def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, 
     return out
 
 
-def _batched(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole) -> list[Program]:
+def _batched(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole, views) -> list[Program]:
     """The phase in batch pieces as one repeated piece program (:func:`gen.compiler.batched.pieced`).
     A piece must fit one segment: with the whole batch taking ``S`` segments, only ``P >= S`` is tried
     (compile time), and larger counts only while they pay."""
@@ -124,7 +140,7 @@ def _batched(spec, phase, config, paths, reuse, align, pad, pieces, relayout, wh
     for P in counts:
         try:
             piece = _compile_layer(replace(spec, batch=spec.batch // P), phase, config, paths, reuse, align, pad,
-                                   carry_rows=carry, relayout=relayout)
+                                   carry_rows=carry, relayout=relayout, views=views)
         except CompileError:
             continue
         prog = pieced(piece, P, spec.batch, config)
@@ -173,9 +189,9 @@ class _Layer:
 
 
 def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: int = 0,
-                   relayout: str = "auto", pieces: int = 1) -> Program:
+                   relayout: str = "auto", pieces: int = 1, views: bool = True) -> Program:
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
-    comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=relayout)
+    comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=relayout, views=views)
     layer = _Layer(comp, config.lanes, pad)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []

@@ -29,7 +29,7 @@ from gen.compiler.mapping import Lp, Mapping_, map_cached
 from gen.compiler.program import CompileError
 from gen.compiler.relayout import eye_layout, onchip_layout, primed
 from gen.design.config import FettaConfig
-from gen.design.isa import Geometry
+from gen.design.isa import Geometry, Transpose
 from gen.design.timing import dram_bytes_per_cycle, transfer_cycles
 from gen.workload.grouping import group_modes
 
@@ -73,8 +73,10 @@ class Planner:
     """Plans the steps of one compilation (``sizes`` and ``mem`` are the compiler's, shared)."""
 
     def __init__(self, config: FettaConfig, geo: Geometry, align: int, sizes: dict[str, int], mem: Memory,
-                 dummy: Callable[[], str], relayout: str = "auto"):
+                 dummy: Callable[[], str], relayout: str = "auto", views: bool = True):
         self.config = config
+        #: read on-chip tensors through their transposed view (:meth:`view`) where a plan wants its lane
+        self.views = views
         self.geo = geo
         #: the compiler's re-layout policy (``gen.compiler.compiler.RELAYOUT_POLICIES``)
         self.relayout = relayout
@@ -86,23 +88,58 @@ class Planner:
         self.mem = mem
         self.dummy = dummy
 
+    def view(self, t: Tensor) -> Layout | None:
+        """The *transposed view* of ``t`` on chip: its lane ``l`` and its row mode ``r`` of stride 1
+        exchanged, as the distribution network's transpose layer reads it (:class:`Transpose`): a
+        block of ``lanes`` rows (the values of ``r``) is read as columns, and the CE's spatial offset
+        (``l``, stride 1) picks the column. Both must be exactly ``lanes`` long; ``l`` can then only be
+        split over the CE grid (the temporal address stays a multiple of ``lanes``). None when ``t``
+        has no such pair."""
+        lay = t.layout
+        if not self.views or t.name not in self.mem.onchip or lay is None or len(lay.modes) < 2:
+            return None
+        lane = lay.lane
+        row = next((m for i, m in enumerate(lay.modes[:-1]) if lay.rstride[i] == 1 and lay.ext[i] == self.L), None)
+        if row is None or self.sizes.get(lane) != self.L or self.sizes.get(row) != self.L:
+            return None
+        i, j = lay.modes.index(row), len(lay.modes) - 1
+
+        def swap(xs):
+            xs = list(xs)
+            xs[i], xs[j] = xs[j], xs[i]
+            return tuple(xs)
+        return Layout(swap(lay.modes), swap(lay.ext), swap(lay.rstride), lay.rows, lay.lanes, swap(lay.sext))
+
+    def read_as(self, t: Tensor, lane: str) -> tuple[Layout | None, bool]:
+        """How a plan reads ``t`` (on chip) with ``lane``: ``(its layout, False)`` when that is its lane,
+        ``(its transposed view, True)`` when that is the view's lane, else ``(None, False)``."""
+        if t.name not in self.mem.onchip or t.layout is None:
+            return None, False
+        if t.layout.lane == lane:
+            return t.layout, False
+        v = self.view(t)
+        return (v, True) if v is not None and v.lane == lane else (None, False)
+
     def lane_choices(self, t: Tensor, allowed: Sequence[str]) -> list[str]:
-        """Lane modes worth trying for ``t``: its lane if on chip and allowed, else the best three."""
-        if t.layout is not None and t.name in self.mem.onchip and t.layout.lane in allowed:
-            return [t.layout.lane]
+        """Lane modes worth trying for ``t``: its lane (or its transposed view's) if on chip and
+        allowed, else the best three."""
+        if t.layout is not None and t.name in self.mem.onchip:
+            own = [m for m in (t.layout.lane, getattr(self.view(t), "lane", None)) if m in allowed]
+            if own:
+                return own
         if not allowed:
             return []
         # prefer little padding, then large extents
         return sorted(allowed, key=lambda m: (ceil_to(self.sizes[m], self.L) - self.sizes[m],
                                               self.sizes[m] != self.L, -self.sizes[m], m))[:3]
 
-    @staticmethod
-    def inner(t: Tensor) -> list[str]:
+    def inner(self, t: Tensor) -> list[str]:
         """The two row modes of an on-chip tensor with the smallest strides (the only ones a grid
-        can split: the spatial offsets must be the low bank bits)."""
+        can split: the spatial offsets must be the low bank bits), and the lane of its transposed
+        view (:meth:`view`), which a grid must split."""
         lay = t.layout
         rows = sorted((lay.rstride[i], m) for i, m in enumerate(lay.modes[:-1]) if lay.ext[i] > 1)
-        return [m for _, m in rows[:2]]
+        return [m for _, m in rows[:2]] + ([lay.lane] if self.view(t) is not None else [])
 
     def pow2(self, m: str) -> int:
         s = self.sizes[m]
@@ -113,7 +150,7 @@ class Planner:
         (the result's lane is contracted or shared in the consumer)."""
         penalty = 0
         for t, lane in ((X, alpha), (Y, beta)):
-            if t.name in self.mem.onchip and (lane is None or t.layout.lane != lane):
+            if t.name in self.mem.onchip and (lane is None or self.read_as(t, lane)[0] is None):
                 penalty += self.relayout_cycles(t, lane)                # re-layout now
         if next_info is not None and beta is not None:
             other, nkeep = next_info[0], next_info[1]
@@ -295,8 +332,9 @@ class Planner:
                 beta = dummies[Y.name]
             keep_modes = [m for m in dict.fromkeys(X.modes + Y.modes) if m in keep] + \
                 [m for m in (alpha, beta) if m not in X.modes + Y.modes]
-            fixed_x = X.name in self.mem.onchip and X.layout.lane == alpha
-            fixed_y = Y.name in self.mem.onchip and Y.layout.lane == beta
+            (vx, tx), (vy, ty) = self.read_as(X, alpha), self.read_as(Y, beta)
+            fixed_x, fixed_y = vx is not None, vy is not None
+            tr = (Transpose.A if tx else 0) | (Transpose.B if ty else 0)
             for ce_order in (True, False):
                 xo, yo, oo = self.orders(X, Y, alpha, beta, gm_m, gn_m, gk_m, kmodes, keep_modes, next_info,
                                          ce_order)
@@ -304,12 +342,12 @@ class Planner:
                 if key in seen:
                     continue
                 seen.add(key)
-                la = X.layout if fixed_x else self.operand_layout(X, xo)
-                lb = Y.layout if fixed_y else self.operand_layout(Y, yo)
+                la = vx if fixed_x else self.operand_layout(X, xo)
+                lb = vy if fixed_y else self.operand_layout(Y, yo)
                 lo = Layout.make(oo, self.sizes, self.L, padded=(alpha,), align=self.align)
                 free, ks = self.loops(la, lb, lo, alpha, beta, keep_modes, kmodes)
                 try:
-                    mappings = map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo)
+                    mappings = map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo, tr)
                 except CompileError:
                     continue
                 best = min(best, mappings[0].cycles + penalty)
