@@ -64,15 +64,17 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     fewer cycles of the TCU's identity GEMM and the host path; ``onchip``; ``host``).
     ``views``: read on-chip tensors through the distribution networks' transpose layers where that
     gives a step the lane it wants (:meth:`gen.compiler.planner.Planner.view`) instead of re-laying
-    them out; ``None`` compiles without, and also with them when that program re-lays out anything,
-    and keeps the fewer cycles end to end (they constrain the CE grid and the memory use changes).
+    them out; ``None`` compiles without, and also with them when that program re-lays out through
+    the host, and keeps the fewer cycles end to end (they constrain the CE grid and the memory use
+    changes; compiling twice only where host re-layouts remain keeps every benchmark layer's compile
+    time under the 5 min of issue 14).
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
     NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
     if pieces_by not in (None, "networks", "phase"):
         raise CompileError(f"must be 'networks' or 'phase', got {pieces_by!r}", field="pieces_by")
     progs = []
     for v in ([views] if views is not None else [False, True]):
-        if v and views is None and progs and not any(p.relayouts or p.onchip_relayouts for p in progs):
+        if v and views is None and progs and not any(p.relayouts for p in progs):
             break
         progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, pieces_by, v)
     if not progs:
