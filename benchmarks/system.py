@@ -41,14 +41,14 @@ def rtl_row(config, sim, size):
     import hdl
     from gen.compiler.gemm import plan_gemm
     from gen.toolflow.execute import run_emulator
-    from sim.rtl import SYSTEM_ARGS, run_plan_rtl
+    from sim.rtl import run_plan_rtl
     from sim.bf16 import round_to_bf16_f32
     from sim.runner import build
 
     t0 = time.perf_counter()
     text = hdl.to_verilog("fetta", config)
     elab = time.perf_counter() - t0
-    sb = build(text, hdl.module_name("fetta"), sim, build_args=SYSTEM_ARGS if sim == "verilator" else ())
+    sb = build(text, hdl.module_name("fetta"), sim)
     M, K, N = size
     rng = np.random.default_rng(0)
     plan = plan_gemm(config, round_to_bf16_f32(rng.standard_normal((M, K))),

@@ -41,9 +41,46 @@ def module_name(name: str) -> str:
     return f"fetta_{name}"
 
 
+def to_rtlil(name: str, config, *, src: bool = True) -> str:
+    """Elaborate block ``name`` for ``config`` to RTLIL text (``src``: cells carry the Python line
+    that built them, as the lint's dead-logic report wants)."""
+    from amaranth.back import rtlil
+
+    return rtlil.convert(build_top(name, config), name=module_name(name), emit_src=src)
+
+
+def rtlil_to_verilog(text: str) -> str:
+    """The Verilog of RTLIL ``text``: Amaranth's own conversion (Yosys ``proc -nomux``,
+    ``write_verilog``), then :func:`complete_cases`."""
+    from amaranth.back.verilog import _convert_rtlil_text
+
+    return complete_cases(_convert_rtlil_text(text))
+
+
 def to_verilog(name: str, config) -> str:
     """Elaborate block ``name`` for ``config`` to Verilog text."""
-    from amaranth.back import verilog
+    return rtlil_to_verilog(to_rtlil(name, config, src=False))
 
-    component = build_top(name, config)
-    return verilog.convert(component, name=module_name(name), emit_src=False)
+
+def complete_cases(text: str) -> str:
+    """Give every ``case`` / ``casez`` of emitted Verilog that lacks one an empty ``default``.
+
+    Yosys' ``write_verilog`` lists, per driven signal, only the case items up to the last one
+    that assigns it (an FSM's states, a ``Switch``'s cases); the signal's default is assigned
+    before the ``case`` in the same ``always`` block. An empty ``default`` therefore changes no
+    behaviour, and Verilator ``-Wall`` (CASEINCOMPLETE), synthesis and equivalence tools then
+    see a complete case instead of a possible latch."""
+    out: list[str] = []
+    stack: list[bool] = []  # per open case: has a default item
+    for line in text.splitlines(keepends=True):
+        word = line.lstrip()
+        if word.startswith(("case (", "casez (", "casex (")):
+            stack.append(False)
+        elif word.startswith("default:") and stack:
+            stack[-1] = True
+        elif word.startswith("endcase") and stack:
+            if not stack.pop():
+                indent = line[:len(line) - len(word)]
+                out.append(f"{indent}  default:\n{indent}      /* empty */;\n")
+        out.append(line)
+    return "".join(out)

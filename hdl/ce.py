@@ -105,10 +105,14 @@ class IBSignature(wiring.Signature):
 
 
 class PsumSignature(wiring.Signature):
-    """Psums leaving the bottom of the CE: ``data`` (C sums), ``valid``, ``row`` (OS: drained PE row)."""
+    """Psums leaving the bottom of the CE: ``data`` (C sums), ``valid``, ``row`` (OS: drained PE row;
+    only with ``row=True``)."""
 
-    def __init__(self, rows: int, cols: int, aw: int):
-        super().__init__({"data": Out(data.ArrayLayout(aw, cols)), "valid": Out(1), "row": Out(range(rows))})
+    def __init__(self, rows: int, cols: int, aw: int, *, row: bool = True):
+        members = {"data": Out(data.ArrayLayout(aw, cols)), "valid": Out(1)}
+        if row:
+            members["row"] = Out(range(rows))
+        super().__init__(members)
 
 
 class CE(wiring.Component):
@@ -120,6 +124,11 @@ class CE(wiring.Component):
         PE rows R and columns C (>= 1).
     datatype, int_width, int_acc_width
         As :class:`hdl.pe.PE`.
+    status : bool
+        Build ``overrun`` and ``psum.row`` (default). The TCU leaves them out: its output
+        sequencer knows the drained row, and the controller's checks and the timing rule
+        (:func:`gen.design.isa.tile_period`) space ``last`` vectors so that no overrun can
+        occur; the CE bench (``tests/test_ce.py``) checks both.
 
     Members
     -------
@@ -134,29 +143,32 @@ class CE(wiring.Component):
     psum : Out(PsumSignature)
         Psums leaving the bottom (latencies in the module docstring).
     overrun : Out(1)
-        OS: two rows were due on the drain port in the same cycle (a schedule error).
+        OS: two rows were due on the drain port in the same cycle (a schedule error; ``status`` only).
     """
 
     def __init__(self, *, rows: int = DEFAULT.ce_rows, cols: int = DEFAULT.ce_cols, datatype: str = DEFAULT.datatype,
-                 int_width: int = DEFAULT.int_width, int_acc_width: int = DEFAULT.int_acc_width):
+                 int_width: int = DEFAULT.int_width, int_acc_width: int = DEFAULT.int_acc_width,
+                 status: bool = True):
         for name, value in (("rows", rows), ("cols", cols)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{name} must be an integer, not {value!r}")
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, not {value!r}")
         _check_datatype(datatype, int_width, int_acc_width)
-        self._rows, self._cols = rows, cols
+        self._rows, self._cols, self._status = rows, cols, status
         self._datatype, self._int_width, self._int_acc_width = datatype, int_width, int_acc_width
         ew = operand_width(datatype, int_width)
         aw = acc_width(datatype, int_acc_width)
-        super().__init__({
+        members = {
             "mode": In(CEMode),
             "ia": In(IASignature(rows, ew)),
             "ib": In(IBSignature(rows, cols, ew)),
             "psum_in": In(data.ArrayLayout(aw, cols)),
-            "psum": Out(PsumSignature(rows, cols, aw)),
-            "overrun": Out(1),
-        })
+            "psum": Out(PsumSignature(rows, cols, aw, row=status)),
+        }
+        if status:
+            members["overrun"] = Out(1)
+        super().__init__(members)
 
     rows = property(lambda self: self._rows)
     cols = property(lambda self: self._cols)
@@ -203,7 +215,9 @@ class CE(wiring.Component):
         pes = [[None] * C for _ in range(R)]
         for r in range(R):
             for c in range(C):
-                pe = PE(datatype=self._datatype, int_width=self._int_width, int_acc_width=self._int_acc_width)
+                # the valids of column 0 are read (drain: every row; psum: the bottom row)
+                pe = PE(datatype=self._datatype, int_width=self._int_width, int_acc_width=self._int_acc_width,
+                        chain=r < R - 1, psum_valid=(r, c) == (R - 1, 0), drain_valid=c == 0)
                 m.submodules[f"pe_{r}_{c}"] = pe
                 pes[r][c] = pe
                 s = skew[r]
@@ -229,10 +243,13 @@ class CE(wiring.Component):
         with m.If(os_mode):
             for r in range(R):
                 with m.If(drain_valid[r]):
-                    m.d.comb += [self.psum.row.eq(r), self.psum.valid.eq(1)]
+                    m.d.comb += self.psum.valid.eq(1)
+                    if self._status:
+                        m.d.comb += self.psum.row.eq(r)
                     m.d.comb += [self.psum.data[c].eq(pes[r][c].drain) for c in range(C)]
             # more than one bit set: x & (x - 1) clears the lowest one
-            m.d.comb += self.overrun.eq((drain_valid & (drain_valid - 1)) != 0)
+            if self._status:
+                m.d.comb += self.overrun.eq((drain_valid & (drain_valid - 1)) != 0)
         with m.Else():
             m.d.comb += self.psum.valid.eq(pes[R - 1][0].psum_valid)
             m.d.comb += [self.psum.data[c].eq(pes[R - 1][c].psum_out) for c in range(C)]

@@ -1,10 +1,17 @@
 """Controller decode stage: instruction fields, per-CE address offsets and the static checks.
 
-:class:`Decoder` is combinational on a registered instruction word. It splits the
-word (layout :data:`gen.design.isa.LAYOUT`), computes the spatial address offset of every
-CE (IA, IB) and of every reduction group (output), and the error code of
-:func:`gen.design.isa.check`, in the same order of precedence. Because every address
-is ``base + temporal + spatial`` with unsigned strides, these checks made once
+:class:`Decoder` is a two-stage pipeline over the controller's DECODE and CHECK cycles.
+Stage 1 (DECODE) works on the word as it leaves the instruction memory: it splits it
+(layout :data:`gen.design.isa.LAYOUT`), computes the spatial address offset of every CE
+(IA, IB) and of every reduction group (output), the dataflow outputs and the largest row
+each access range reaches (the range multiply-adds), and registers all of it with the
+word. Stage 2 (CHECK) computes the error code of :func:`gen.design.isa.check`, in the
+same order of precedence, from those registers: the comparisons, the bank-conflict and
+routing checks and the priority chain. During execution every output is a register, so
+the address generators start from registers (no decoder logic on the address path) and
+the two stages cost no cycle.
+
+Because every address is ``base + temporal + spatial`` with unsigned strides, these checks made once
 per instruction are exact: an instruction that passes never leaves its range
 and never needs two rows of one bank in one cycle, so the FSM
 (:class:`hdl.top.Fetta`) executes it without further checks, and one that fails
@@ -51,7 +58,7 @@ def _exact(m: Module, name: str, expr) -> Signal:
 
 
 class Decoder(wiring.Component):
-    """Combinational instruction decoder and checker (module docstring).
+    """Two-stage instruction decoder and checker (module docstring).
 
     Parameters
     ----------
@@ -60,11 +67,13 @@ class Decoder(wiring.Component):
     Ports
     -----
     word : In(INSTR_BITS)
-        The instruction (a register of the top).
+        The instruction as the instruction memory delivers it (DECODE cycle).
+    load : In(1)
+        Register ``word`` and everything stage 1 computes from it (the top's DECODE state).
     pc_overflow : In(1)
-        The program counter ran past the instruction memory.
+        The program counter ran past the instruction memory (a register of the top).
     f_<name> : Out(bits)
-        One output per field of :data:`gen.design.isa.LAYOUT`.
+        One output per field of :data:`gen.design.isa.LAYOUT`, of the registered word.
     a_off, b_off : Out(offset bits).array(num_ces)
         Spatial IA / IB row offset of CE ``c`` (exact: ``log2(num_ces) + STRIDE_BITS + 2`` bits).
     o_off : Out(offset bits).array(num_ces)
@@ -81,7 +90,9 @@ class Decoder(wiring.Component):
     error : Out(ErrorCode)
         :func:`gen.design.isa.check` of the word.
 
-    Every output is combinational: valid in the cycle of ``word`` and ``pc_overflow``.
+    Latency: every output except ``error`` is a register loaded with ``load`` (valid from the
+    cycle after it, held until the next ``load``); ``error`` is combinational on those registers
+    and ``pc_overflow`` (valid in the cycle after ``load``: the top's CHECK).
     """
 
     def __init__(self, config: FettaConfig):
@@ -92,7 +103,7 @@ class Decoder(wiring.Component):
         # im * sm + in * sn + ik * sr with im, in, ik < num_ces: three products, two carries
         off = self._ce_index.width + STRIDE_BITS + 2
         steps = tile_step_shape(config)
-        members = {"word": In(INSTR_BITS), "pc_overflow": In(1), "error": Out(ErrorCode),
+        members = {"word": In(INSTR_BITS), "load": In(1), "pc_overflow": In(1), "error": Out(ErrorCode),
                    "a_off": Out(off).array(E), "b_off": Out(off).array(E),
                    "o_off": Out(off).array(E), "active": Out(E), "group_active": Out(E),
                    "stationary": Out(1), "horizontal": Out(1), "ce_mode": Out(CEMode),
@@ -103,15 +114,35 @@ class Decoder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        f = {}
+        ins = Signal(INSTR_BITS, name="ins")
+        w, f = {}, {}
         for name, (pos, bits) in LAYOUT.items():
+            w[name] = self.word[pos:pos + bits]
             f[name] = getattr(self, f"f_{name}")
-            m.d.comb += f[name].eq(self.word[pos:pos + bits])
-        grid = self._grid(m, f)
-        self._offsets(m, f, grid)
-        self._dataflow(m, f)
-        codes = {Opcode.GEMM: self._gemm_checks(m, f, grid), Opcode.VEC: self._vec_checks(m, f),
-                 Opcode.LOAD: self._move_checks(m, f)}
+            m.d.comb += f[name].eq(ins[pos:pos + bits])
+        # stage 1 (DECODE): on the incoming word, registered with it
+        grid_d = self._grid(m, w, "d_")
+        flow_d = self._dataflow(m, w)
+        offs_d = self._offsets(m, w, grid_d)
+        max_d = self._maxima(m, w, grid_d, flow_d)
+        grid, maxima = {}, {}
+        loads = [ins.eq(self.word)]
+        for src, dst in ((grid_d, grid), (max_d, maxima)):
+            for name, sig in src.items():
+                key = name.removeprefix("d_")
+                dst[key] = Signal.like(sig, name=key)
+                loads.append(dst[key].eq(sig))
+        for name, sig in {**flow_d, **offs_d}.items():
+            out = getattr(self, name)
+            if isinstance(sig, list):
+                loads += [o.eq(x) for o, x in zip(out, sig)]
+            else:
+                loads.append(out.eq(sig))
+        with m.If(self.load):
+            m.d.sync += loads
+        # stage 2 (CHECK): on the registers
+        codes = {Opcode.GEMM: self._gemm_checks(m, f, grid, maxima), Opcode.VEC: self._vec_checks(m, f, maxima),
+                 Opcode.LOAD: self._move_checks(m, f, maxima)}
         op = f["opcode"]
         with m.If(self.pc_overflow):
             m.d.comb += self.error.eq(ErrorCode.PC_OVERFLOW)
@@ -125,52 +156,96 @@ class Decoder(wiring.Component):
             m.d.comb += self.error.eq(codes[Opcode.LOAD])
         return m
 
-    def _grid(self, m, f) -> dict[str, Signal]:
+    def _grid(self, m, f, prefix: str) -> dict[str, Signal]:
         """The CE grid of the fields ``log_gm``, ``log_gn``, ``log_gk``: its sides ``gm``, ``gn``,
-        ``gk``, the number of CEs ``ces`` and of reduction groups ``groups`` (combinational)."""
+        ``gk``, the number of CEs ``ces`` and of reduction groups ``groups`` (combinational;
+        keys and signal names start with ``prefix``)."""
         side = range((1 << MAX_LOG_GRID) + 1)
         count = range((1 << 3 * MAX_LOG_GRID) + 1)
-        out = {name: Signal(side, name=name) for name in ("gm", "gn", "gk")}
+        out = {name: Signal(side, name=prefix + name) for name in ("gm", "gn", "gk")}
         for name in ("gm", "gn", "gk"):
             m.d.comb += out[name].eq(Const(1) << f[f"log_{name}"])
-        out["ces"] = Signal(count, name="ces")
-        out["groups"] = Signal(count, name="groups")
+        out["ces"] = Signal(count, name=prefix + "ces")
+        out["groups"] = Signal(count, name=prefix + "groups")
         m.d.comb += [out["ces"].eq(Const(1) << (f["log_gm"] + f["log_gn"] + f["log_gk"])),
                      out["groups"].eq(Const(1) << (f["log_gm"] + f["log_gn"]))]
-        return out
+        return {prefix + k: v for k, v in out.items()}
 
-    def _offsets(self, m, f, grid) -> None:
-        """``a_off``, ``b_off``, ``o_off``, ``active`` and ``group_active`` (combinational).
+    def _offsets(self, m, f, grid) -> dict:
+        """Stage 1: ``a_off``, ``b_off``, ``o_off`` (lists), ``active`` and ``group_active``
+        (combinational, registered into the outputs of the same names).
 
         CE ``c = (im * gn + in) * gk + ik`` reads ``im * x_sm + in * x_sn + ik * x_sr`` past
         the temporal address of operand ``x``; group ``g = im * gn + in`` writes
         ``im * o_sm + in * o_sn`` past the temporal output row."""
-        lgn, lgk, gn, gk = f["log_gn"], f["log_gk"], grid["gn"], grid["gk"]
-        for c in range(self._cfg.num_ces):
+        E = self._cfg.num_ces
+        lgn, lgk, gn, gk = f["log_gn"], f["log_gk"], grid["d_gn"], grid["d_gk"]
+        out = {"a_off": [Signal.like(self.a_off[c], name=f"d_a_off{c}") for c in range(E)],
+               "b_off": [Signal.like(self.b_off[c], name=f"d_b_off{c}") for c in range(E)],
+               "o_off": [Signal.like(self.o_off[c], name=f"d_o_off{c}") for c in range(E)],
+               "active": Signal(E, name="d_active"), "group_active": Signal(E, name="d_group_active")}
+        for c in range(E):
             im, in_, ik, gim, gin = (Signal(self._ce_index, name=f"{x}{c}") for x in ("im", "in", "ik", "gim", "gin"))
             cc = Const(c, self._ce_index)
             m.d.comb += [im.eq(cc >> (lgn + lgk)), in_.eq((cc >> lgk) & (gn - 1)), ik.eq(cc & (gk - 1)),
-                         self.active[c].eq(cc < grid["ces"])]
-            for op, off in (("a", self.a_off[c]), ("b", self.b_off[c])):
-                m.d.comb += off.eq(im * f[f"{op}_sm"] + in_ * f[f"{op}_sn"] + ik * f[f"{op}_sr"])
-            m.d.comb += [gim.eq(cc >> lgn), gin.eq(cc & (gn - 1)), self.group_active[c].eq(cc < grid["groups"])]
-            m.d.comb += self.o_off[c].eq(gim * f["o_sm"] + gin * f["o_sn"])
+                         out["active"][c].eq(cc < grid["d_ces"])]
+            for op in ("a", "b"):
+                m.d.comb += out[f"{op}_off"][c].eq(im * f[f"{op}_sm"] + in_ * f[f"{op}_sn"] + ik * f[f"{op}_sr"])
+            m.d.comb += [gim.eq(cc >> lgn), gin.eq(cc & (gn - 1)), out["group_active"][c].eq(cc < grid["d_groups"])]
+            m.d.comb += out["o_off"][c].eq(gim * f["o_sm"] + gin * f["o_sn"])
+        return out
 
-    def _dataflow(self, m, f) -> None:
-        """``stationary``, ``horizontal``, ``ce_mode``, ``loads``, ``vec_delay`` and ``out_rows``
-        of the ``mode`` field (combinational)."""
+    def _dataflow(self, m, f) -> dict[str, Signal]:
+        """Stage 1: ``stationary``, ``horizontal``, ``ce_mode``, ``loads``, ``vec_delay`` and
+        ``out_rows`` of the ``mode`` field (combinational, registered into the outputs)."""
         cfg = self._cfg
         mode = f["mode"]
-        m.d.comb += [self.stationary.eq((mode == Dataflow.WS) | (mode == Dataflow.IS) | (mode == Dataflow.WS_H)
-                                        | (mode == Dataflow.IS_H)),
-                     self.horizontal.eq((mode == Dataflow.WS_H) | (mode == Dataflow.IS_H))]
+        out = {name: Signal.like(getattr(self, name), name=f"d_{name}")
+               for name in ("stationary", "horizontal", "ce_mode", "loads", "vec_delay", "out_rows")}
+        m.d.comb += [out["stationary"].eq((mode == Dataflow.WS) | (mode == Dataflow.IS) | (mode == Dataflow.WS_H)
+                                          | (mode == Dataflow.IS_H)),
+                     out["horizontal"].eq((mode == Dataflow.WS_H) | (mode == Dataflow.IS_H))]
         with m.Switch(mode):
             for dv, cv in CE_MODE.items():
                 with m.Case(int(dv)):
-                    m.d.comb += self.ce_mode.eq(CEMode(cv))
-        m.d.comb += [self.loads.eq(Mux(self.horizontal, cfg.ce_cols, cfg.ce_rows)),
-                     self.vec_delay.eq(Mux(self.horizontal, cfg.ce_cols, 1)),
-                     self.out_rows.eq(Mux(self.stationary, f["K"], cfg.ce_rows))]
+                    m.d.comb += out["ce_mode"].eq(CEMode(cv))
+        m.d.comb += [out["loads"].eq(Mux(out["horizontal"], cfg.ce_cols, cfg.ce_rows)),
+                     out["vec_delay"].eq(Mux(out["horizontal"], cfg.ce_cols, 1)),
+                     out["out_rows"].eq(Mux(out["stationary"], f["K"], cfg.ce_rows))]
+        return out
+
+    def _maxima(self, m, f, grid, flow) -> dict[str, Signal]:
+        """Stage 1: the largest row each access of the instruction reaches, for the range checks
+        of every opcode (the multiply-adds; combinational, registered for stage 2)."""
+        gm, gn, gk = grid["d_gm"], grid["d_gn"], grid["d_gk"]
+        L = self._cfg.lanes
+        tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
+
+        def tmax(op, kb):
+            return (kb - 1) * f[f"{op}_sk"] + (f["L0"] - 1) * f[f"{op}_sl0"] + (f["L1"] - 1) * f[f"{op}_sl1"]
+
+        def last(op):
+            # a transposed operand reads whole blocks of lanes rows
+            smax = (gm - 1) * f[f"{op}_sm"] + (gn - 1) * f[f"{op}_sn"] + (gk - 1) * f[f"{op}_sr"]
+            return smax | Mux(tr[op], L - 1, 0)
+
+        out = {}
+        out["d_a_max"] = _exact(m, "d_a_max", f["a_base"] + tmax("a", f["K"]) + last("a"))
+        out["d_b_max"] = _exact(m, "d_b_max", f["b_base"] + tmax("b", Mux(flow["stationary"], flow["loads"], f["K"]))
+                                + last("b"))
+        o_max = _exact(m, "d_o_max", tmax("o", flow["out_rows"]) + (gm - 1) * f["o_sm"] + (gn - 1) * f["o_sn"])
+        out["d_o_acc_max"] = _exact(m, "d_o_acc_max", f["o_base"] + o_max)
+        out["d_o_wb_max"] = _exact(m, "d_o_wb_max", f["w_base"] + o_max)
+        lb = self._cfg.banks.bit_length() - 1
+        rows_m1 = _exact(m, "d_move_rows_m1", (f["K"] << lb) - 1)
+        out["d_move_u_max"] = _exact(m, "d_move_u_max", f["a_base"] + rows_m1 * f["a_sk"])
+        out["d_move_acc_max"] = _exact(m, "d_move_acc_max", f["o_base"] + rows_m1 * f["o_sk"])
+        lv = max(self._geo.vec_rows, 1).bit_length() - 1
+        v_rows_m1 = _exact(m, "d_vec_rows_m1", (f["K"] << lv) - 1)
+        out["d_vec_u_max"] = _exact(m, "d_vec_u_max", f["a_base"] + v_rows_m1 * f["a_sk"])
+        out["d_vec_acc_max"] = _exact(m, "d_vec_acc_max", f["o_base"] + v_rows_m1 * f["o_sk"])
+        out["d_vec_w_max"] = _exact(m, "d_vec_w_max", f["w_base"] + v_rows_m1 * f["o_sk"])
+        return out
 
     def _dist_ok(self, m, f, op: str) -> Value:
         """The distribution network of operand ``op`` (``"a"`` or ``"b"``) delivers to every active
@@ -254,27 +329,13 @@ class Decoder(wiring.Component):
                 bits.append(act[c] & act[d] & clash)
         return Cat(*bits).any() if bits else Const(0)
 
-    def _gemm_checks(self, m, f, grid) -> Signal:
-        """The error code of a GEMM (:func:`gen.design.isa.check`), combinational."""
+    def _gemm_checks(self, m, f, grid, mx) -> Signal:
+        """Stage 2: the error code of a GEMM (:func:`gen.design.isa.check`), combinational on the
+        registered fields, grid, offsets and maxima ``mx``."""
         E, geo = self._cfg.num_ces, self._geo
-        gm, gn, gk = grid["gm"], grid["gn"], grid["gk"]
-
-        def tmax(op, kb):
-            return (kb - 1) * f[f"{op}_sk"] + (f["L0"] - 1) * f[f"{op}_sl0"] + (f["L1"] - 1) * f[f"{op}_sl1"]
-
-        def smax(op):
-            return (gm - 1) * f[f"{op}_sm"] + (gn - 1) * f[f"{op}_sn"] + (gk - 1) * f[f"{op}_sr"]
-
+        gk = grid["gk"]
         L = self._cfg.lanes
         tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
-
-        def last(op):
-            # a transposed operand reads whole blocks of lanes rows
-            return smax(op) | Mux(tr[op], L - 1, 0)
-
-        a_max = _exact(m, "a_max", f["a_base"] + tmax("a", f["K"]) + last("a"))
-        b_max = _exact(m, "b_max", f["b_base"] + tmax("b", Mux(self.stationary, self.loads, f["K"])) + last("b"))
-        o_max = _exact(m, "o_max", tmax("o", self.out_rows) + (gm - 1) * f["o_sm"] + (gn - 1) * f["o_sn"])
         route_good = Signal(name="route_good")
         aligned = [~tr[op] | ((f[f"{op}_base"] | f[f"{op}_sk"] | f[f"{op}_sl0"] | f[f"{op}_sl1"])[:L.bit_length() - 1] == 0)
                    for op in ("a", "b")] if L > 1 else []
@@ -292,11 +353,11 @@ class Decoder(wiring.Component):
         with m.If((f["mode"] > max(Dataflow)) | (grid["ces"] > E) | (f["K"] == 0) | (f["L0"] == 0)
                   | (f["L1"] == 0) | o_tr_bad):
             m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
-        with m.Elif((a_max >= HALF) | (b_max >= HALF)):
+        with m.Elif((mx["a_max"] >= HALF) | (mx["b_max"] >= HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-        with m.Elif(f["o_base"] + o_max >= ACC):
+        with m.Elif(mx["o_acc_max"] >= ACC):
             m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
-        with m.Elif(flag(f["flags"], Flag.WB) & (f["w_base"] + o_max >= HALF)):
+        with m.Elif(flag(f["flags"], Flag.WB) & (mx["o_wb_max"] >= HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
         with m.Elif(self._conflict(blocks["a"], self.active, False) | self._conflict(blocks["b"], self.active, False)
                     | self._conflict(self.o_off, self.group_active, True)
@@ -306,12 +367,11 @@ class Decoder(wiring.Component):
             m.d.comb += err.eq(ErrorCode.ROUTE)
         return err
 
-    def _move_checks(self, m, f) -> Signal:
-        """The error code of a LOAD / STORE: ``K * banks`` rows, one chunk of ``banks`` rows per cycle."""
+    def _move_checks(self, m, f, mx) -> Signal:
+        """Stage 2: the error code of a LOAD / STORE: ``K * banks`` rows, one chunk of ``banks``
+        rows per cycle."""
         geo, lb = self._geo, self._cfg.banks.bit_length() - 1
-        rows_m1 = _exact(m, "move_rows_m1", (f["K"] << lb) - 1)
-        u_max = _exact(m, "move_u_max", f["a_base"] + rows_m1 * f["a_sk"])
-        c_max = _exact(m, "move_acc_max", f["o_base"] + rows_m1 * f["o_sk"])
+        u_max, c_max = mx["move_u_max"], mx["move_acc_max"]
         is_store = f["opcode"] == Opcode.STORE
         # j * s (j < banks) hits distinct banks iff s is odd; reads of one row (s = 0) may share
         u_even = (f["a_sk"][0] == 0) if lb else Const(0)
@@ -331,16 +391,13 @@ class Decoder(wiring.Component):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
         return err
 
-    def _vec_checks(self, m, f) -> Signal:
-        """The error code of a VEC (:func:`gen.design.isa._check_vec`): ``K * V`` rows, ``V = vec_rows``
-        per cycle."""
+    def _vec_checks(self, m, f, mx) -> Signal:
+        """Stage 2: the error code of a VEC (:func:`gen.design.isa._check_vec`): ``K * V`` rows,
+        ``V = vec_rows`` per cycle."""
         geo, lb = self._geo, self._cfg.banks.bit_length() - 1
         V = geo.vec_rows
         lv = max(V, 1).bit_length() - 1
-        rows_m1 = _exact(m, "vec_rows_m1", (f["K"] << lv) - 1)
-        v_umax = _exact(m, "vec_u_max", f["a_base"] + rows_m1 * f["a_sk"])
-        v_amax = _exact(m, "vec_acc_max", f["o_base"] + rows_m1 * f["o_sk"])
-        v_wmax = _exact(m, "vec_w_max", f["w_base"] + rows_m1 * f["o_sk"])
+        v_umax, v_amax, v_wmax = mx["vec_u_max"], mx["vec_acc_max"], mx["vec_w_max"]
 
         def v_conf(s_, writes):
             # j * s (j < V, V | banks) hits V distinct banks iff s mod 2**(lb - lv + 1) != 0

@@ -8,7 +8,7 @@ requested pattern into the control words.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -77,16 +77,19 @@ class DistNet(wiring.Component):
         Output rows, port ``j`` = CE ``j``.
     o_valid : Out(ports)
 
+    ``i_valid`` / ``o_valid`` exist only with ``valid=True`` (the default): the TCU tracks its
+    streams in the sequencer and builds both networks without them.
+
     Timing: one register at the outputs; everything sampled in cycle ``t`` (data, valid and
     control) appears at ``o_*`` in cycle ``t+1``. Latency 1, throughput one row set per cycle.
     ``o_valid`` resets to 0.
     """
 
-    def __init__(self, *, ports: int, lanes: int, width: int):
+    def __init__(self, *, ports: int, lanes: int, width: int, valid: bool = True):
         self._n = _check_ports_lanes(ports, lanes, width, what="distribution network")
-        self._ports, self._lanes, self._width = ports, lanes, width
+        self._ports, self._lanes, self._width, self._valid = ports, lanes, width, valid
         rows = data.ArrayLayout(data.ArrayLayout(unsigned(width), lanes), ports)
-        super().__init__({
+        members = {
             "i_data": In(rows),
             "i_valid": In(ports),
             "sel_vec": In(ports * self._n),
@@ -94,7 +97,8 @@ class DistNet(wiring.Component):
             "transpose": In(1),
             "o_data": Out(rows),
             "o_valid": Out(ports),
-        })
+        }
+        super().__init__({k: v for k, v in members.items() if valid or k not in ("i_valid", "o_valid")})
 
     ports = property(lambda self: self._ports)
     lanes = property(lambda self: self._lanes)
@@ -109,15 +113,17 @@ class DistNet(wiring.Component):
         flat = self.i_data.as_value()
         rows = [flat[p * L * W:(p + 1) * L * W] for p in range(N)]
         t_rows = transpose_rows(rows, L, W)
-        t_valid = transpose_valid(self.i_valid, N, L)
+        i_valid = self.i_valid if self._valid else Const(0, N)
+        t_valid = transpose_valid(i_valid, N, L)
         cur, cur_v = [], []
         for p in range(N):
             d = Signal(L * W, name=f"lvl0_data{p}")
-            v = Signal(name=f"lvl0_valid{p}")
-            m.d.comb += [d.eq(Mux(self.transpose, t_rows[p], rows[p])),
-                         v.eq(Mux(self.transpose, t_valid[p], self.i_valid[p]))]
+            m.d.comb += d.eq(Mux(self.transpose, t_rows[p], rows[p]))
             cur.append(d)
-            cur_v.append(v)
+            if self._valid:
+                v = Signal(name=f"lvl0_valid{p}")
+                m.d.comb += v.eq(Mux(self.transpose, t_valid[p], i_valid[p]))
+                cur_v.append(v)
         for s in range(n):
             k = n - 1 - s
             ctrl = Signal(N, name=f"lvl{s}_ctrl")
@@ -126,13 +132,17 @@ class DistNet(wiring.Component):
             nxt, nxt_v = [], []
             for x in range(N):
                 d = Signal(L * W, name=f"lvl{s + 1}_data{x}")
-                v = Signal(name=f"lvl{s + 1}_valid{x}")
                 y = x ^ (1 << k)
-                m.d.comb += [d.eq(Mux(ctrl[x], cur[y], cur[x])), v.eq(Mux(ctrl[x], cur_v[y], cur_v[x]))]
+                m.d.comb += d.eq(Mux(ctrl[x], cur[y], cur[x]))
                 nxt.append(d)
-                nxt_v.append(v)
+                if self._valid:
+                    v = Signal(name=f"lvl{s + 1}_valid{x}")
+                    m.d.comb += v.eq(Mux(ctrl[x], cur_v[y], cur_v[x]))
+                    nxt_v.append(v)
             cur, cur_v = nxt, nxt_v
-        m.d.sync += [self.o_data.as_value().eq(Cat(*cur)), self.o_valid.eq(Cat(*cur_v))]
+        m.d.sync += self.o_data.as_value().eq(Cat(*cur))
+        if self._valid:
+            m.d.sync += self.o_valid.eq(Cat(*cur_v))
         return m
 
 

@@ -96,14 +96,36 @@ class BF16Mul(wiring.Component):
 
 
 def _leading_zeros(m: Module, value, name: str):
-    """Priority encoder: number of leading zeros of ``value`` (width if all zero)."""
+    """Leading-zero count of ``value`` (its width if all zero) as a balanced tree.
+
+    The value is padded with ones on the right to a power of two; each node merges its halves
+    into ``count_h`` if the high half has a one, else ``half + count_l`` (the ``half`` bit is set
+    by concatenation, no adder). Depth ``log2(width)`` multiplexer levels instead of a
+    ``width``-deep priority chain. A node's all-zero flag is built only where a parent selects
+    on it, so no gate is left unread."""
     width = len(value)
+    size = 1 << max(0, (width - 1).bit_length())
+    bits = [value[i] for i in reversed(range(width))] + [1] * (size - width)   # MSB first
+
+    def node(lo: int, n: int, need_zero: bool, tag: str):
+        if n == 1:
+            bit = bits[lo]
+            zero = (Const(0, 1) if isinstance(bit, int) else ~bit) if need_zero else None
+            return zero, Const(0, 0)
+        zh, ch = node(lo, n // 2, True, tag + "h")
+        zl, cl = node(lo + n // 2, n // 2, need_zero, tag + "l")
+        count = Signal((n - 1).bit_length(), name=f"{name}_c{tag}")
+        m.d.comb += count.eq(Mux(zh, Cat(cl, Const(1, 1)), Cat(ch, Const(0, 1))))
+        zero = None
+        if need_zero:
+            zero = Signal(name=f"{name}_z{tag}")
+            m.d.comb += zero.eq(zh & zl)
+        return zero, count
+
+    # with padding the ones below the value stop the count at `width`; without, test all-zero
+    zero, count = node(0, size, size == width, "")
     lz = Signal(range(width + 1), name=name)
-    m.d.comb += lz.eq(width)
-    # later assignments win: scan from the LSB up so the highest set bit decides
-    for i in range(width):
-        with m.If(value[i]):
-            m.d.comb += lz.eq(width - 1 - i)
+    m.d.comb += lz.eq(count if size > width else Mux(zero, width, count))
     return lz
 
 
@@ -128,9 +150,10 @@ class FP32Add(wiring.Component):
         FP32 sum, valid in the same cycle (no registers).
 
     Logic depth (the critical path of the PE): 31-bit magnitude compare and
-    swap, 8-bit exponent subtract, 27-bit barrel shift right with sticky,
-    28-bit add/subtract, 27-bit leading-zero count, 27-bit barrel shift left,
-    24-bit rounding increment, special-case muxes. At 1 GHz in a real process
+    swap, 8-bit exponent subtract, 27-bit barrel shift right (the sticky bit from a
+    mask built in parallel), 28-bit add/subtract, 27-bit leading-zero count (a
+    5-level tree), 27-bit barrel shift left, 24-bit rounding increment, special-case
+    muxes. At 1 GHz in a real process
     this needs two or three pipeline stages; the PE keeps it in one stage
     because the output-stationary accumulator feeds back every cycle.
     """
@@ -169,9 +192,12 @@ class FP32Add(wiring.Component):
         m.d.comb += shamt.eq(Mux(diff > 27, 27, diff))
         my_shifted = Signal(27, name="my_shifted")
         sticky = Signal(name="align_sticky")
+        # sticky: a bit below the shift amount is set (mask in parallel with the shifter)
+        shifted_out = Signal(27, name="align_mask")
         m.d.comb += [
             my_shifted.eq(my >> shamt),
-            sticky.eq(((my_shifted << shamt)[0:27]) != my),
+            shifted_out.eq(~(Const((1 << 27) - 1, 27) << shamt)[0:27]),
+            sticky.eq((my & shifted_out) != 0),
         ]
         my_aligned = Signal(27, name="my_aligned")
         m.d.comb += my_aligned.eq(my_shifted | sticky)

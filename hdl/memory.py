@@ -50,10 +50,11 @@ class UnifiedMemory(wiring.Component):
         Read indices of the IA and IB ports of the TCU's half; ``ia_data`` and
         ``ib_data`` are valid one cycle later.
     w_en, w_addr, w_data : write port of the TCU's half (write-back, ``STORE``).
-    host_half, host_addr, host_re, host_we, host_wdata : the host's half; ``host_addr``
+    host_half, host_addr, host_we, host_wdata : the host's half; ``host_addr``
         is a row index inside bank ``host_bank``.
     host_rdata : Out(row)
-        One cycle after ``host_re``.
+        Row ``host_addr`` of bank ``host_bank`` of half ``host_half``, one cycle later (the
+        read port reads every cycle; the top registers whether the host asked).
     """
 
     def __init__(self, config: FettaConfig):
@@ -68,7 +69,7 @@ class UnifiedMemory(wiring.Component):
             "ib_addr": In(unsigned(ib)).array(B), "ib_data": Out(self._width).array(B),
             "w_en": In(1).array(B), "w_addr": In(unsigned(ib)).array(B), "w_data": In(self._width).array(B),
             "host_half": In(1), "host_bank": In(range(B)), "host_addr": In(unsigned(ib)),
-            "host_re": In(1), "host_we": In(1), "host_wdata": In(self._width), "host_rdata": Out(self._width),
+            "host_we": In(1), "host_wdata": In(self._width), "host_rdata": Out(self._width),
         })
 
     @property

@@ -94,7 +94,7 @@ class Controller(wiring.Component):
         self._stubs: dict[str, list] = {}
         for kind in STUBBED:
             stub = _stub_class(real[kind])
-            kw = {"lanes": lanes} if kind == "vector" else {}
+            kw = {"lanes": lanes, "valid": False} if kind == "vector" else {}
             self._stubs[kind] = [stub(config, **kw) for _ in range(counts[kind])]
         self._taken = {kind: 0 for kind in STUBBED}
 

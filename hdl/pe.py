@@ -98,23 +98,31 @@ class PE(wiring.Component):
         cycle after the ``last`` vector's sum was written (2 cycles after
         ``last`` was presented). ``drain`` keeps its value until the next
         tile's ``last``.
+
+    ``b_out``, ``psum_valid`` and ``drain_valid`` exist only when the constructor's
+    ``chain``, ``psum_valid`` and ``drain_valid`` are true (the default): a CE builds its
+    bottom row without ``b_out`` and reads the valids of one PE per row, so no PE carries
+    a register that nothing reads.
     """
 
     def __init__(self, *, datatype: str = DEFAULT.datatype, int_width: int = DEFAULT.int_width,
-                 int_acc_width: int = DEFAULT.int_acc_width):
+                 int_acc_width: int = DEFAULT.int_acc_width, chain: bool = True, psum_valid: bool = True,
+                 drain_valid: bool = True):
         _check_datatype(datatype, int_width, int_acc_width)
+        self._outputs = {"b_out": chain, "psum_valid": psum_valid, "drain_valid": drain_valid}
         self._datatype = datatype
         self._int_width = int_width
         self._int_acc_width = int_acc_width
         ew = operand_width(datatype, int_width)
         aw = acc_width(datatype, int_acc_width)
-        super().__init__({
+        members = {
             "a": In(ew), "valid": In(1), "first": In(1), "last": In(1), "swap": In(1), "os": In(1),
             "b_in": In(ew), "b_out": Out(ew),
             "ib_load": In(1), "ib_data": In(ew),
             "psum_in": In(aw), "psum_out": Out(aw), "psum_valid": Out(1),
             "drain": Out(aw), "drain_valid": Out(1),
-        })
+        }
+        super().__init__({k: v for k, v in members.items() if self._outputs.get(k, True)})
 
     @property
     def datatype(self) -> str:
@@ -138,7 +146,8 @@ class PE(wiring.Component):
             m.d.sync += ib_shadow.eq(self.ib_data)
         with m.If(self.valid & self.swap & ~self.os):
             m.d.sync += ib_active.eq(ib_shadow)
-        m.d.sync += self.b_out.eq(self.b_in)
+        if self._outputs["b_out"]:
+            m.d.sync += self.b_out.eq(self.b_in)
 
         # stage 1: multiply
         s1_prod = Signal(aw, name="s1_prod")
@@ -172,8 +181,10 @@ class PE(wiring.Component):
                     m.d.sync += self.drain.eq(s2_sum)
             with m.Else():
                 m.d.sync += self.psum_out.eq(s2_sum)
-        m.d.sync += [self.psum_valid.eq(s1_valid & ~self.os),
-                     self.drain_valid.eq(s1_valid & self.os & s1_last)]
+        if self._outputs["psum_valid"]:
+            m.d.sync += self.psum_valid.eq(s1_valid & ~self.os)
+        if self._outputs["drain_valid"]:
+            m.d.sync += self.drain_valid.eq(s1_valid & self.os & s1_last)
         return m
 
 

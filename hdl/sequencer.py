@@ -62,8 +62,6 @@ class GemmIssue(wiring.Component):
     K, L0, L1 : In(BOUND_BITS); stationary : In(1); loads, vec_delay : In(tile_step_shape)
         Loop bounds and the dataflow's tile shape (decoder outputs).
     a_base, b_base : In(ADDR_BITS); a_sk, a_sl0, a_sl1, b_sk, b_sl0, b_sl1 : In(STRIDE_BITS)
-    issuing : Out(1)
-        A walker runs; cleared after the last cycle of the last tile.
     a_row, b_row : Out(ADDR_BITS)
         Temporal row address of this cycle's IA / IB access (registers).
     ia_go, ib_go, first, last, swap : Out(1); ib_index : Out(range(lanes)); a_bidx, b_bidx : Out(range(banks))
@@ -80,7 +78,7 @@ class GemmIssue(wiring.Component):
             "K": In(BOUND_BITS), "L0": In(BOUND_BITS), "L1": In(BOUND_BITS),
             "a_base": In(ADDR_BITS), "b_base": In(ADDR_BITS),
             **_strides("a", ("k", "l0", "l1")), **_strides("b", ("k", "l0", "l1")),
-            "issuing": Out(1), "a_row": Out(ADDR_BITS), "b_row": Out(ADDR_BITS),
+            "a_row": Out(ADDR_BITS), "b_row": Out(ADDR_BITS),
             "ia_go": Out(1), "ib_go": Out(1), "first": Out(1), "last": Out(1), "swap": Out(1),
             "ib_index": Out(range(config.lanes)),
             "a_bidx": Out(range(config.banks)), "b_bidx": Out(range(config.banks)),
@@ -89,7 +87,7 @@ class GemmIssue(wiring.Component):
     def _walker(self, m, op: str, start, window, period):
         """Tile counters and addresses of operand ``op``: ``window`` accesses at the start of every
         ``period``-cycle tile from the cycle after ``start``. Returns (access this cycle, cycle in
-        the tile, running)."""
+        the tile)."""
         issuing = Signal(name=f"{op}_issuing")
         pcnt = Signal(BOUND_BITS + 1, name=f"{op}_pcnt")     # cycle within the tile
         l0 = Signal(BOUND_BITS, name=f"{op}_l0")
@@ -117,7 +115,7 @@ class GemmIssue(wiring.Component):
                 with m.Else():
                     nxt = r_t + stride["l0"]
                     m.d.sync += [l0.eq(l0 + 1), r_t.eq(nxt), row.eq(nxt)]
-        return go, pcnt, issuing
+        return go, pcnt
 
     def elaborate(self, platform):
         m = Module()
@@ -134,9 +132,8 @@ class GemmIssue(wiring.Component):
             m.d.sync += a_wait.eq(Mux(st, self.vec_delay, 0))
         with m.Elif(a_wait != 0):
             m.d.sync += a_wait.eq(a_wait - 1)
-        a_go, a_pcnt, a_run = self._walker(m, "a", a_start, K, period)
-        b_go, b_pcnt, b_run = self._walker(m, "b", self.start, Mux(st, nload, K), period)
-        m.d.comb += self.issuing.eq(a_run | b_run)
+        a_go, a_pcnt = self._walker(m, "a", a_start, K, period)
+        b_go, b_pcnt = self._walker(m, "b", self.start, Mux(st, nload, K), period)
         m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt == 0),
                      self.last.eq(a_pcnt == K - 1), self.swap.eq(a_pcnt == 0),
                      self.ib_index.eq(b_pcnt[:len(self.ib_index)]),
@@ -217,6 +214,9 @@ class ChunkSequencer(wiring.Component):
         Rows per chunk, a power of two (``banks`` for a move, ``vec_rows`` for ``VEC``).
     stages : int
         Pipeline depth after the issue (1 for a move, 2 for ``VEC``).
+    u_stages : int, optional
+        Stages that carry the unified address (default ``stages``; ``VEC`` reads its unified
+        operand at stage 1 and writes through the accumulation address, so it needs 1).
 
     Ports
     -----
@@ -225,21 +225,24 @@ class ChunkSequencer(wiring.Component):
     chunks : In(BOUND_BITS); u_base, a_base : In(ADDR_BITS); u_stride, a_stride : In(STRIDE_BITS)
     valid, last : Out(1).array(stages + 1)
         A chunk is at stage ``s``; it is the instruction's last one.
-    u_addr, a_addr : Out(ADDR_BITS).array(stages + 1, rows)
+    u_addr, a_addr : Out(ADDR_BITS).array(u_stages + 1, rows), Out(ADDR_BITS).array(stages + 1, rows)
         The unified / accumulation row address of row ``j`` of the chunk at stage ``s``.
     """
 
-    def __init__(self, *, rows: int, stages: int):
+    def __init__(self, *, rows: int, stages: int, u_stages: int | None = None):
         if not isinstance(rows, int) or rows < 1 or rows & (rows - 1):
             raise ValueError(f"rows must be a power of two, not {rows!r}")
         if not isinstance(stages, int) or stages < 0:
             raise ValueError(f"stages must be a non-negative integer, not {stages!r}")
-        self._rows, self._stages = rows, stages
+        u_stages = stages if u_stages is None else u_stages
+        if not isinstance(u_stages, int) or not 0 <= u_stages <= stages:
+            raise ValueError(f"u_stages must be an integer in 0..{stages}, not {u_stages!r}")
+        self._rows, self._stages, self._u_stages = rows, stages, u_stages
         super().__init__({
             "start": In(1), "chunks": In(BOUND_BITS), "u_base": In(ADDR_BITS), "a_base": In(ADDR_BITS),
             "u_stride": In(STRIDE_BITS), "a_stride": In(STRIDE_BITS),
             "valid": Out(1).array(stages + 1), "last": Out(1).array(stages + 1),
-            "u_addr": Out(ADDR_BITS).array(stages + 1, rows), "a_addr": Out(ADDR_BITS).array(stages + 1, rows),
+            "u_addr": Out(ADDR_BITS).array(u_stages + 1, rows), "a_addr": Out(ADDR_BITS).array(stages + 1, rows),
         })
 
     @property
@@ -261,8 +264,9 @@ class ChunkSequencer(wiring.Component):
         for s in range(1, self._stages + 1):
             m.d.sync += [self.valid[s].eq(self.valid[s - 1]), self.last[s].eq(self.last[s - 1])]
             for j in range(rows):
-                m.d.sync += [self.u_addr[s][j].eq(self.u_addr[s - 1][j]),
-                             self.a_addr[s][j].eq(self.a_addr[s - 1][j])]
+                m.d.sync += self.a_addr[s][j].eq(self.a_addr[s - 1][j])
+                if s <= self._u_stages:
+                    m.d.sync += self.u_addr[s][j].eq(self.u_addr[s - 1][j])
         with m.If(self.start):
             m.d.sync += [busy.eq(1), count.eq(0), u_base.eq(self.u_base), a_base.eq(self.a_base)]
         with m.Elif(busy):

@@ -68,12 +68,12 @@ class TCU(wiring.Component):
         cfg = self._cfg
         E, L, N = cfg.num_ces, cfg.lanes, cfg.net_ports
         EB, AB = cfg.elem_bits, cfg.acc_bits
-        m.submodules.dist_a = da = DistNet(ports=N, lanes=L, width=EB)
-        m.submodules.dist_b = db = DistNet(ports=N, lanes=L, width=EB)
+        m.submodules.dist_a = da = DistNet(ports=N, lanes=L, width=EB, valid=False)
+        m.submodules.dist_b = db = DistNet(ports=N, lanes=L, width=EB, valid=False)
         m.submodules.red_net = rn = RedNet(ports=N, lanes=L, datatype=cfg.datatype, width=AB)
         for net, rows, sel, bidx, tr in ((da, self.ia_rows, self.a_sel, self.a_bidx, self.a_tr),
                                          (db, self.ib_rows, self.b_sel, self.b_bidx, self.b_tr)):
-            m.d.comb += [net.i_data.as_value().eq(Cat(*rows)), net.i_valid.eq(Const(-1, N)),
+            m.d.comb += [net.i_data.as_value().eq(Cat(*rows)),
                          net.sel_vec.eq(sel), net.bank_idx.eq(bidx), net.transpose.eq(tr)]
         # stream flags travel with the rows through the network's output register
         s_ia, s_ib, s_first, s_last, s_swap = (Signal(name=f"dist_{x}") for x in ("ia", "ib", "first", "last", "swap"))
@@ -84,7 +84,7 @@ class TCU(wiring.Component):
         psums, valids = [], []
         for c in range(E):
             ce = CE(rows=cfg.ce_rows, cols=cfg.ce_cols, datatype=cfg.datatype, int_width=cfg.int_width,
-                    int_acc_width=cfg.int_acc_width)
+                    int_acc_width=cfg.int_acc_width, status=False)
             m.submodules[f"ce{c}"] = ce
             m.d.comb += [ce.mode.eq(self.mode),
                          ce.ia.data.as_value().eq(da.o_data[c].as_value()),

@@ -83,8 +83,8 @@ class _Banks:
 
 class _RunState:
     """The run's registers, named as in waveforms: ``busy``, ``half`` (the running ping-pong
-    half), ``pc``, ``cycles``, ``done``, ``error``, ``host_err``, ``ins`` (the instruction word of
-    DECODE onwards) and ``pc_over`` (the pc ran past the instruction memory, from FETCH)."""
+    half), ``pc``, ``cycles``, ``done``, ``error``, ``host_err`` and ``pc_over`` (the pc ran past
+    the instruction memory, from FETCH). The instruction word is the decoder's ``ins`` register."""
 
     def __init__(self, config: FettaConfig):
         self.busy = Signal(name="busy_r")
@@ -94,7 +94,6 @@ class _RunState:
         self.done = Signal(name="done_r")
         self.error = Signal(ErrorCode, name="error_r")
         self.host_err = Signal(name="host_err_r")
-        self.ins = Signal(INSTR_BITS, name="ins")
         self.pc_over = Signal(name="pc_over")
 
 
@@ -175,18 +174,18 @@ class Fetta(wiring.Component):
         m.submodules.gemm = gemm = GemmIssue(cfg)
         m.submodules.out = out = OutputSequencer(cfg)
         m.submodules.move = move = ChunkSequencer(rows=cfg.banks, stages=1)
-        m.submodules.vec = vec = ChunkSequencer(rows=geo.vec_rows, stages=2)
-        m.submodules.vector = vu = P["vector"](cfg, lanes=geo.vec_rows * cfg.lanes)
+        m.submodules.vec = vec = ChunkSequencer(rows=geo.vec_rows, stages=2, u_stages=1)
+        m.submodules.vector = vu = P["vector"](cfg, lanes=geo.vec_rows * cfg.lanes, valid=False)
 
         run = _RunState(cfg)
         m.d.comb += [self.busy.eq(run.busy), self.pc.eq(run.pc), self.cycles.eq(run.cycles),
                      self.done.eq(run.done), self.error.eq(run.error), self.host_err.eq(run.host_err),
-                     dec.word.eq(run.ins), dec.pc_overflow.eq(run.pc_over)]
+                     dec.word.eq(im_r.data), dec.pc_overflow.eq(run.pc_over)]
         with m.If(run.busy):
             m.d.sync += run.cycles.eq(run.cycles + 1)
         host_acc_we = self._host_port(m, run, banks, umem, amem, im_w)
 
-        # the decoder is combinational on `ins`, which stays put for the whole instruction
+        # the decoder's outputs are registers loaded in DECODE, held for the whole instruction
         F = {name[2:]: getattr(dec, name) for name in dir(dec) if name.startswith("f_")}
         is_store = F["opcode"] == Opcode.STORE
         self._tcu_inputs(m, dec, F, gemm, tcu, umem)
@@ -261,7 +260,6 @@ class Fetta(wiring.Component):
         m.d.comb += [umem.host_half.eq(self.host_half), umem.host_bank.eq(banks.of(self.host_addr)),
                      umem.host_addr.eq(banks.index(self.host_addr)), umem.host_wdata.eq(self.host_wdata[:RW]),
                      umem.host_we.eq(self.host_we & ~self.host_sel & u_ok),
-                     umem.host_re.eq(self.host_re & ~self.host_sel & u_ok),
                      umem.tcu_half.eq(Mux(run.busy, run.half, ~self.host_half))]
         host_re_q = Signal(name="host_re_q")
         host_sel_q = Signal(name="host_sel_q")
@@ -392,7 +390,7 @@ class Fetta(wiring.Component):
         (``vu.o``, ``vu.o_narrow``, one register)."""
         cfg = self._cfg
         AW, RW = cfg.lanes * cfg.acc_bits, cfg.lanes * cfg.elem_bits
-        m.d.comb += [vu.op.eq(F["mode"][:len(vu.op)]), vu.scalar.eq(F["scalar"]), vu.valid.eq(vec.valid[1])]
+        m.d.comb += [vu.op.eq(F["mode"][:len(vu.op)]), vu.scalar.eq(F["scalar"])]
         for j in range(self._geo.vec_rows):
             vx = banks.select(m, Signal(RW, name=f"vec_x{j}"), banks.of(vec.u_addr[1][j]), umem.ia_data)
             vy = banks.select(m, Signal(AW, name=f"vec_y{j}"), banks.of(vec.a_addr[1][j]), amem.r_data)
@@ -410,8 +408,9 @@ class Fetta(wiring.Component):
 
     def _fsm(self, m, run, dec, im_r, gemm, out, move, vec, w_final) -> None:
         """The controller FSM: IDLE / HALTED wait for ``start``; per instruction FETCH (read the
-        instruction memory), DECODE (register the word), CHECK (the decoder's error code: end the
-        run, or start the instruction's sequencers), then GEMM / MOVE / VEC until the sequencer's
+        instruction memory), DECODE (the decoder registers the word and its stage 1: offsets,
+        dataflow, range maxima), CHECK (the decoder's stage 2 error code: end the run, or start
+        the instruction's sequencers), then GEMM / MOVE / VEC until the sequencer's
         last row is written. One state per cycle except the execution states."""
         m.d.comb += im_r.addr.eq(run.pc)
         op = dec.f_opcode
@@ -433,7 +432,7 @@ class Fetta(wiring.Component):
                 m.d.sync += run.pc_over.eq(run.pc == self._cfg.imem_depth)
                 m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += run.ins.eq(im_r.data)
+                m.d.comb += dec.load.eq(1)    # the decoder registers the word and its stage 1
                 m.next = "CHECK"
             with m.State("CHECK"):
                 with m.If(dec.error != ErrorCode.NONE):

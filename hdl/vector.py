@@ -84,23 +84,29 @@ class VectorUnit(wiring.Component):
     lanes : int, optional
         Lanes (default ``config.vector_lanes``); the top uses ``vec_rows * lanes``.
 
+    valid : bool, optional
+        Build ``valid`` / ``o_valid`` (default). The top leaves them out: its VEC sequencer
+        carries the chunk's valid through the same stages.
+
     Ports: ``op``, ``scalar``, ``valid``, ``x``, ``y`` in; ``o``, ``o_narrow``, ``o_valid`` out,
     valid one cycle after the operands (one pipeline register), one set of operands per cycle.
     """
 
-    def __init__(self, config: FettaConfig, *, lanes: int | None = None):
+    def __init__(self, config: FettaConfig, *, lanes: int | None = None, valid: bool = True):
         if not isinstance(config, FettaConfig):
             raise TypeError(f"config must be a FettaConfig, got {type(config).__name__}")
         lanes = config.vector_lanes if lanes is None else lanes
         if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 1:
             raise ConfigError(f"must be a positive integer, got {lanes!r}", field="vector_lanes")
         self._cfg = config
+        self._valid = valid
         self.lanes = lanes
-        super().__init__({
+        members = {
             "op": In(VecOp), "scalar": In(SCALAR_BITS), "valid": In(1),
             "x": In(lanes * config.elem_bits), "y": In(lanes * config.acc_bits),
             "o": Out(lanes * config.acc_bits), "o_narrow": Out(lanes * config.elem_bits), "o_valid": Out(1),
-        })
+        }
+        super().__init__({k: v for k, v in members.items() if valid or k not in ("valid", "o_valid")})
 
     def elaborate(self, platform):
         m = Module()
@@ -108,9 +114,11 @@ class VectorUnit(wiring.Component):
         EB, AB = cfg.elem_bits, cfg.acc_bits
         is_float = cfg.datatype == "bf16"
         p1_op = Signal(VecOp, name="p1_op")
-        p1_valid = Signal(name="p1_valid")
-        m.d.sync += [p1_op.eq(self.op), p1_valid.eq(self.valid)]
-        m.d.comb += self.o_valid.eq(p1_valid)
+        m.d.sync += p1_op.eq(self.op)
+        if self._valid:
+            p1_valid = Signal(name="p1_valid")
+            m.d.sync += p1_valid.eq(self.valid)
+            m.d.comb += self.o_valid.eq(p1_valid)
         # ADD multiplies by one so that ADD and AXPY share the datapath
         mul_b = Signal(SCALAR_BITS, name="mul_b")
         m.d.comb += mul_b.eq(Mux(self.op == VecOp.ADD, BF16_ONE if is_float else 1, self.scalar))

@@ -18,12 +18,9 @@ from gen.design.isa import Geometry, Opcode, decode, gemm_macs
 from gen.errors import FettaError
 from sim.emulator import Emulator
 from sim.runner import build, elaborate, run
-from sim.toolchain import SYSTEM_WAIVERS
 
 #: the cocotb module that plays the host (:mod:`sim.benches.system_bench`)
 BENCH = "sim.benches.system_bench"
-#: Verilator arguments of the whole accelerator's simulation build
-SYSTEM_ARGS = tuple(f"-Wno-{w}" for w in SYSTEM_WAIVERS)
 
 
 class RtlError(FettaError):
@@ -76,7 +73,7 @@ def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None):
     and the :class:`sim.runner.SimBuild`. ``verilog``: the design's text when the caller already
     elaborated it (else :func:`sim.runner.elaborate`)."""
     text = verilog if verilog is not None else elaborate("fetta", config)
-    sb = build(text, hdl.module_name("fetta"), sim, build_args=SYSTEM_ARGS if sim == "verilator" else ())
+    sb = build(text, hdl.module_name("fetta"), sim)
     with tempfile.TemporaryDirectory() as tmp:
         inp = Path(tmp) / "jobs.npz"
         write_jobs(inp, config, jobs)
@@ -121,4 +118,4 @@ def run_plan_rtl(config, plan: GemmPlan, sim: str, verilog: str | None = None, s
     return assemble_y(plan, results), cycles, tcu_macs
 
 
-__all__ = ["BENCH", "SYSTEM_ARGS", "RtlError", "write_jobs", "run_jobs_rtl", "plan_jobs", "run_plan_rtl"]
+__all__ = ["BENCH", "RtlError", "write_jobs", "run_jobs_rtl", "plan_jobs", "run_plan_rtl"]

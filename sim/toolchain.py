@@ -35,21 +35,14 @@ VERILATOR_WAIVERS: dict[str, str] = {
     # zero-extension / truncation on assignment
     "WIDTHEXPAND": "Amaranth widens operands implicitly by design",
     "WIDTHTRUNC": "Amaranth truncates on assignment by design (wrapping counters, slices)",
-    # flattened port aliases: in an array of identical PEs the edge ones are unconnected by
-    # construction, and intermediate expressions keep bits that a later slice drops
-    "UNUSEDSIGNAL": "flattened port aliases of uniform PEs and unused bits of sized intermediates",
     # submodules that Amaranth does not flatten are named `<top>.<path>`, never a file name
     "DECLFILENAME": "Amaranth emits every module of a design into one file",
-    # one `casez (fsm_state)` per driven signal lists only the states that assign it (the
-    # default comes from an assignment before the case); fatal by default in builds
-    "CASEINCOMPLETE": "Amaranth's FSM decoding lists only the states that assign a signal",
 }
-#: waived by the lint (``-Wall``); CASEINCOMPLETE stays reported there
-LINT_WAIVERS: tuple[str, ...] = ("PROCASSINIT", "WIDTHEXPAND", "WIDTHTRUNC", "UNUSEDSIGNAL", "DECLFILENAME")
+#: waived file-wide by the lint (``-Wall``); UNUSEDSIGNAL is waived per signal there
+#: (:mod:`gen.toolflow.lint`), CASEINCOMPLETE never (:func:`hdl.complete_cases`)
+LINT_WAIVERS: tuple[str, ...] = ("PROCASSINIT", "WIDTHEXPAND", "WIDTHTRUNC", "DECLFILENAME")
 #: waived in simulation builds (the others are -Wall-only warnings)
 SIM_WAIVERS: tuple[str, ...] = ("WIDTHEXPAND", "WIDTHTRUNC")
-#: waived in builds of the whole accelerator (its controller FSM)
-SYSTEM_WAIVERS: tuple[str, ...] = ("CASEINCOMPLETE",)
 
 
 class ToolchainError(FettaError):

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""Contraction engine: model vs RTL (Amaranth simulator, then cocotb on Icarus and Verilator), lint."""
+"""Contraction engine: model vs RTL (Amaranth simulator, then cocotb on Icarus and Verilator); its lint is in test_lint.py."""
 
 from __future__ import annotations
 
@@ -275,12 +275,3 @@ def test_ce_cocotb_full_range(sim, tmp_path):
                 progs.append(ce_program(mode, A, B, rows=rows, cols=cols))
         _run_jobs(simbuild, config, progs, tmp_path)
 
-
-@pytest.mark.sim
-def test_ce_lint_clean():
-    """``verilator --lint-only -Wall`` on the emitted CE: only the documented waivers."""
-    from gen.toolflow.lint import lint_top
-
-    for datatype in ("bf16", "int16"):
-        warnings = lint_top("ce", FettaConfig(datatype=datatype))
-        assert warnings == [], "\n".join(warnings[:10])

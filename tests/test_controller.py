@@ -38,13 +38,18 @@ def decode_rtl(words):
     out = []
 
     async def tb(ctx):
+        # the top's DECODE (load) then CHECK (read the error code of the registers)
         for w in words:
             ctx.set(dut.word, w)
             ctx.set(dut.pc_overflow, 0)
-            await ctx.delay(1e-9)
+            ctx.set(dut.load, 1)
+            await ctx.tick()
+            ctx.set(dut.load, 0)
+            ctx.set(dut.word, 0)     # stage 2 reads only the registers
             out.append(ctx.get(dut.error))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(tb)
     sim.run()
     return out

@@ -385,3 +385,20 @@ def test_fpga_flow_reports_dsp_ff_ram_and_fmax(tmp_path, monkeypatch):
     # more port bits than the package has pins: placed out of context
     wide = fpga.place_and_route(toy_verilog(width=40, depth=4, acc_width=120, mem=False), "fetta_toy")
     assert wide.mode == "out-of-context" and wide.dsp >= 4 and wide.fmax > 0
+
+
+def test_critical_path_names_the_slowest_clocked_path():
+    from gen.toolflow.fpga import critical_path
+
+    def seg(kind, delay, src="x", dst="y"):
+        return {"type": kind, "delay": delay, "from": {"cell": src}, "to": {"cell": dst}}
+
+    report = {"critical_paths": [
+        {"from": "<async>", "to": "posedge clk", "path": [seg("logic", 99.0)]},
+        {"from": "posedge clk", "to": "posedge clk",
+         "path": [seg("clk-to-q", 0.5, "acc_TRELLIS_FF_Q_3"), seg("routing", 2.0), seg("logic", 0.25),
+                  seg("routing", 1.0), seg("logic", 0.25, dst="drain_TRELLIS_FF_Q_26")]},
+        {"from": "posedge clk", "to": "posedge clk",
+         "path": [seg("clk-to-q", 0.5, "s1_TRELLIS_FF_Q"), seg("logic", 0.2, dst="o_TRELLIS_FF_Q")]}]}
+    assert critical_path(report) == "acc -> drain: 2 logic levels, 0.5 ns logic + 3.0 ns routing"
+    assert critical_path({}) is None

@@ -43,8 +43,6 @@ from gen.design.netsem import dist_sources, effective_ctrl, log2_exact, red_symb
 from gen.design.routing import RoutingError, route_dist, route_red
 from gen.errors import FettaError
 
-#: bits of one instruction word
-INSTR_BITS = 1024
 #: bits of each network control word in an instruction (net_ports <= 16: 16 x 4 bits)
 NET_WORD_BITS = 64
 #: bits of a row address field (``*_base``); every row address of either memory fits it
@@ -212,8 +210,10 @@ _pos = 0
 for _name, _bits in _FIELDS:
     LAYOUT[_name] = (_pos, _bits)
     _pos += _bits
-assert _pos <= INSTR_BITS, _pos
-USED_BITS = _pos
+#: bits of one instruction word: exactly the fields of :data:`LAYOUT` (no dead bits in the
+#: instruction memory, the host port or the decoder)
+INSTR_BITS = _pos
+USED_BITS = INSTR_BITS
 
 
 class IsaError(FettaError):

