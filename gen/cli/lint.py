@@ -22,7 +22,9 @@ def main(args: argparse.Namespace) -> int:
         for name, why in WAIVERS.items():
             print(f"{name:14s} {why}")
         return 0
-    lines, failed = lint_report(args.top or sorted(hdl.TOPS), config_from_args(args))
-    for line in lines:
-        print(line, flush=True)
+    def show(lines):
+        for line in lines:
+            print(line, flush=True)
+
+    _, failed = lint_report(args.top or sorted(hdl.TOPS), config_from_args(args), progress=show)
     return 1 if failed else 0

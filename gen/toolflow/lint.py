@@ -208,10 +208,12 @@ def lint_top(name: str, config) -> list[str]:
     return result.warnings + result.dead_summary()
 
 
-def lint_report(tops, config) -> tuple[list[str], int]:
-    """Lint every block in ``tops``: ``(report lines, number of blocks with findings)``."""
+def lint_report(tops, config, progress=None) -> tuple[list[str], int]:
+    """Lint every block in ``tops``: ``(report lines, number of blocks with findings)``;
+    ``progress(lines)`` gets each block's lines as soon as it is done."""
     lines, failed = [], 0
     for name in tops:
+        start = len(lines)
         result = lint_block(name, config)
         kinds = sorted(set(re.findall(r"%(?:Warning|Error)-?(\w*)", "\n".join(result.warnings))))
         if result.clean:
@@ -225,6 +227,8 @@ def lint_report(tops, config) -> tuple[list[str], int]:
         if len(findings) > 20:
             lines.append(f"    ... {len(findings) - 20} more")
         failed += not result.clean
+        if progress is not None:
+            progress(lines[start:])
     return lines, failed
 
 
