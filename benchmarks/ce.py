@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks._docs import write_section
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "compute_core.md"
 BEGIN, END = "<!-- ce-benchmark:begin -->", "<!-- ce-benchmark:end -->"
 
@@ -90,11 +92,5 @@ def main(argv=None) -> int:
     ])
     print(table)
     if not args.no_docs:
-        text = DOC.read_text() if DOC.exists() else f"# Compute core\n\n{BEGIN}\n{END}\n"
-        if BEGIN not in text:
-            text += f"\n{BEGIN}\n{END}\n"
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        DOC.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
-        print(f"written to {DOC}")
+        write_section(DOC, BEGIN, END, table, "Compute core")
     return 0

@@ -1,0 +1,17 @@
+"""Shared by the benchmarks: rewrite the table between two markers of a doc."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_section(doc: Path, begin: str, end: str, table: str, title: str) -> None:
+    """Put ``table`` between the ``begin`` / ``end`` markers of ``doc`` (appended with the markers
+    when missing; a missing doc starts with ``# title``) and say where it went."""
+    text = doc.read_text() if doc.exists() else f"# {title}\n\n{begin}\n{end}\n"
+    if begin not in text:
+        text += f"\n{begin}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    doc.write_text(f"{head}{begin}\n{table}\n{end}{tail}")
+    print(f"written to {doc}")
