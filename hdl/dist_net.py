@@ -8,7 +8,7 @@ requested pattern into the control words.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -113,8 +113,7 @@ class DistNet(wiring.Component):
         flat = self.i_data.as_value()
         rows = [flat[p * L * W:(p + 1) * L * W] for p in range(N)]
         t_rows = transpose_rows(rows, L, W)
-        i_valid = self.i_valid if self._valid else Const(0, N)
-        t_valid = transpose_valid(i_valid, N, L)
+        t_valid = transpose_valid(self.i_valid, N, L) if self._valid else None
         cur, cur_v = [], []
         for p in range(N):
             d = Signal(L * W, name=f"lvl0_data{p}")
@@ -122,7 +121,7 @@ class DistNet(wiring.Component):
             cur.append(d)
             if self._valid:
                 v = Signal(name=f"lvl0_valid{p}")
-                m.d.comb += v.eq(Mux(self.transpose, t_valid[p], i_valid[p]))
+                m.d.comb += v.eq(Mux(self.transpose, t_valid[p], self.i_valid[p]))
                 cur_v.append(v)
         for s in range(n):
             k = n - 1 - s

@@ -177,12 +177,14 @@ def lint_block(name: str, config, *, workdir: Path | None = None) -> BlockLint:
     return lint_rtlil(name, hdl.module_name(name), hdl.to_rtlil(name, config), workdir=workdir)
 
 
-def lint_rtlil(name: str, module: str, rtlil_text: str, *, workdir: Path | None = None) -> BlockLint:
-    """:func:`lint_block` of a design given as RTLIL (with source lines) whose top is ``module``."""
+def lint_rtlil(name: str, module: str, rtlil_text: str, *, verilog: str | None = None,
+               workdir: Path | None = None, timeout: float | None = None) -> BlockLint:
+    """:func:`lint_block` of a design given as RTLIL (with source lines) whose top is ``module``;
+    ``verilog``: its Verilog when the caller converted it already; ``timeout``: per tool run."""
     wd = LINT_DIR if workdir is None else workdir
-    text = hdl.rtlil_to_verilog(rtlil_text)
-    result = BlockLint(name, dead=dead_logic(rtlil_text))
-    lines = lint_verilog(text, module, workdir=wd)
+    text = hdl.rtlil_to_verilog(rtlil_text) if verilog is None else verilog
+    result = BlockLint(name, dead=dead_logic(rtlil_text, timeout=timeout))
+    lines = lint_verilog(text, module, workdir=wd, timeout=timeout)
     source = text.splitlines()
     vlt = ["`verilator_config", f"// waivers of {module}.v, one per signal (gen/toolflow/lint.py)"]
     for line in lines:
@@ -200,12 +202,6 @@ def lint_rtlil(name: str, module: str, rtlil_text: str, *, workdir: Path | None 
                 f'lint_off -rule UNUSEDSIGNAL -file "*{module}.v" -lines {m.group("line")}']
     (wd / f"{module}.vlt").write_text("\n".join(vlt) + "\n")
     return result
-
-
-def lint_top(name: str, config) -> list[str]:
-    """Unwaived findings of block ``name`` for ``config``: Verilator lines and dead-logic lines."""
-    result = lint_block(name, config)
-    return result.warnings + result.dead_summary()
 
 
 def lint_report(tops, config, progress=None) -> tuple[list[str], int]:
@@ -232,5 +228,5 @@ def lint_report(tops, config, progress=None) -> tuple[list[str], int]:
     return lines, failed
 
 
-__all__ = ["WAIVERS", "ALIAS_REASON", "BlockLint", "dead_logic", "lint_verilog", "lint_block", "lint_rtlil", "lint_top",
+__all__ = ["WAIVERS", "ALIAS_REASON", "BlockLint", "dead_logic", "lint_verilog", "lint_block", "lint_rtlil",
            "lint_report"]

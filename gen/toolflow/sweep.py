@@ -37,6 +37,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -55,7 +56,7 @@ from sim import toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 EXECUTORS = ("local", "dask")
-#: Verilator lint of Amaranth's output: -Wall minus the lint waivers of :mod:`sim.toolchain` (counted otherwise)
+#: the file-wide waivers of the lint (:mod:`gen.toolflow.lint`; part of the lint cache key)
 LINT_WAIVERS = {w: toolchain.VERILATOR_WAIVERS[w] for w in toolchain.LINT_WAIVERS}
 
 
@@ -159,9 +160,10 @@ def point_id(point: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- one point
-def lint_verilog(verilog: str, module: str, timeout: float | None = None) -> dict[str, Any]:
-    """The lint of :func:`gen.toolflow.lint.lint_verilog` as counts: warnings and errors by kind (cached)."""
-    key = hashlib.sha256("\0".join([verilog, module, *sorted(LINT_WAIVERS), *toolchain.tool_versions("verilator")])
+def lint_design(rtlil_text: str, verilog: str, top: str, module: str, timeout: float | None = None) -> dict[str, Any]:
+    """``fetta lint`` of one elaborated block (:func:`gen.toolflow.lint.lint_rtlil`: Verilator -Wall,
+    dead logic, per-signal waivers) as counts: findings by kind, ``DEAD`` for dead cells (cached)."""
+    key = hashlib.sha256("\0".join([rtlil_text, module, *sorted(LINT_WAIVERS), *toolchain.tool_versions("verilator")])
                          .encode()).hexdigest()[:20]
     cfile = synth.CACHE_DIR / f"lint-{module}-{key}.json"
     if cfile.exists():
@@ -170,15 +172,20 @@ def lint_verilog(verilog: str, module: str, timeout: float | None = None) -> dic
         except ValueError:
             pass
     try:
-        lines = lint.lint_verilog(verilog, module, waivers=LINT_WAIVERS, timeout=timeout)
+        with tempfile.TemporaryDirectory(prefix="fetta-sweep-lint-") as tmp:
+            found = lint.lint_rtlil(top, module, rtlil_text, verilog=verilog, workdir=Path(tmp),
+                                    timeout=timeout)
     except toolchain.ToolchainError as exc:
         raise SweepError(str(exc), field="lint") from None
     kinds: dict[str, int] = {}
-    for line in lines:
+    for line in found.warnings:
         m = re.match(r"%Warning-(\w+):", line)
         if m:
             kinds[m.group(1)] = kinds.get(m.group(1), 0) + 1
-    errors = sum(line.startswith("%Error") for line in lines)
+    dead = sum(map(len, found.dead.values()))
+    if dead:
+        kinds["DEAD"] = dead
+    errors = sum(line.startswith("%Error") for line in found.warnings)
     result = {"warnings": sum(kinds.values()), "errors": errors, "kinds": kinds, "ok": not errors}
     cfile.parent.mkdir(parents=True, exist_ok=True)
     tmpf = cfile.with_suffix(f".{os.getpid()}.tmp")
@@ -227,12 +234,13 @@ def evaluate_point(point: Mapping[str, Any], settings: Mapping[str, Any]) -> dic
         for top in settings["tops"]:
             step = f"elaborate {top}"
             te = time.perf_counter()
-            verilog = hdl.to_verilog(top, config)
+            rtlil_text = hdl.to_rtlil(top, config)
+            verilog = hdl.rtlil_to_verilog(rtlil_text)
             row[f"{top}.elab_s"] = round(time.perf_counter() - te, 2)
             module = hdl.module_name(top)
             if settings.get("lint", True):
                 step = f"lint {top}"
-                lint = lint_verilog(verilog, module, timeout)
+                lint = lint_design(rtlil_text, verilog, top, module, timeout)
                 row[f"{top}.lint_warnings"] = lint["warnings"]
                 row[f"{top}.lint_kinds"] = ";".join(f"{k}={v}" for k, v in sorted(lint["kinds"].items()))
                 if not lint["ok"]:
