@@ -1,6 +1,6 @@
 """Compiler benchmark: the layers of ``benchmarks/layers/*.json`` per phase on the emulator.
 
-``python -m benchmarks layers [--write-docs] [--layers a,b] [--phases fp,bp,wg,train]`` prints, per
+``python -m benchmarks layers [--write-docs] [--layers a,b] [--phases fp,bp,wg,train] [--set KEY=VALUE]`` prints, per
 layer and phase, end-to-end cycles (compute, plus the DRAM transfers it does not hide, by the rule of
 ``gen/design/timing.py``), compute cycles, DRAM stall cycles, useful MACs, utilization
 ``macs / (cycles * num_macs)`` and the same over compute cycles alone, the deviation of
@@ -58,7 +58,7 @@ def measure(spec, phase, config):
 
 
 def main(argv=None) -> int:
-    from gen.design.config import FettaConfig
+    from gen.design.config import FettaConfig, load_config
     from gen.errors import FettaError
     from gen.workload.spec import load_spec
 
@@ -66,8 +66,12 @@ def main(argv=None) -> int:
     p.add_argument("--layers", default="atis_tt,atis_ttm_embedding,atis_dense,ucf_tr14,ucf_ht,ucf_bt")
     p.add_argument("--phases", default="fp,bp,wg,train")
     p.add_argument("--write-docs", action="store_true")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="configuration override (e.g. add_latency=4); the docs table is for the default")
     args = p.parse_args(argv)
-    config = FettaConfig()
+    config = load_config(None, args.set)
+    if args.write_docs and config != FettaConfig():
+        p.error("--write-docs records the default configuration; drop --set")
     lines = ["| layer | phase | cycles | compute cycles | DRAM stall cycles | MACs | utilization | compute utilization | "
              "on-chip KiB | DRAM KiB | DRAM floor KiB | DRAM-floor bound | re-layouts host (KiB) / on chip | "
              "batch pieces | TCU MACs per useful MAC | dataflows (steps) | transposes | "

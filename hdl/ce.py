@@ -39,30 +39,36 @@ In IS and WS the reduction dimension K lies along the PE rows: the Psum of
 a vector enters the top of each column through ``psum_in`` (``+0`` for the
 first K tile, the previous K tile's Psum otherwise: the chain continues, so
 the accumulation order is the sequential order over k), flows down, and
-leaves the bottom ``R + 1`` cycles after the vector entered. In OS, each PE
+leaves the bottom ``R * S + M`` cycles after the vector entered. In OS, each PE
 accumulates in place over the K vectors of a tile; the tile's results are
 drained through the bottom port one row per cycle.
+
+Latencies (:class:`gen.design.config.FettaConfig`): ``M = mul_latency`` (multiplier),
+``S = add_latency`` (adder). Row ``r`` sees everything ``r * S`` cycles late (the row
+skew), because a Psum spends ``S`` cycles in each PE of its column.
 
 Timing (cycle ``t``: inputs presented in ``t`` are sampled at the clock edge
 that ends ``t``):
 
 * IS/WS: ``psum.data`` for the IA vector of cycle ``t`` is valid in cycle
-  ``t + R + 1`` (``psum.valid``). ``psum_in`` is presented in cycle ``t``
+  ``t + R * S + M`` (``psum.valid``). ``psum_in`` is presented in cycle ``t``
   with that vector.
 * IB loads (IS/WS): ``ib.valid``, ``ib.index`` = row (``*_V``) or column
   (``*_H``) of the shadow IB, ``ib.data`` = that row (C lanes) or column (R
   lanes). A load may be presented in the same cycle as, or any cycle after,
-  the ``swap`` vector that retires the previous shadow tile; the next
-  ``swap`` vector may come one cycle after the tile's last load. Horizontal
-  loads travel through the row skew, so both load orders are gap-free.
+  the ``swap`` vector that retires the previous shadow tile, load ``j`` at the
+  earliest ``j`` cycles after it; the next ``swap`` vector may come one cycle after
+  the tile's last load. Horizontal loads travel through the row skew and vertical
+  load ``j`` is delayed ``j * (S - 1)`` cycles, so both load orders are gap-free.
   A tile of R (vertical) or C (horizontal) loads per M vectors means no idle
   cycle between tiles when ``M >= R`` (resp. ``C``).
 * OS: vectors of a tile are flagged ``first`` / ``last`` (a one-vector tile
-  has both). Row ``r`` of the tile is on ``psum`` in cycle
-  ``t_last + r + 2`` with ``psum.row = r``. Consecutive tiles need their
-  ``last`` vectors at least R cycles apart (tiles of ``K >= R`` stream back
-  to back); closer ``last`` vectors collide on the drain port and raise
-  ``overrun``.
+  has both); the vectors of one tile come exactly ``S`` cycles apart, so the
+  feeder interleaves ``S`` tiles (:func:`gen.design.isa.interleave`). Row ``r``
+  of a tile is on ``psum`` in cycle ``t_last + r * S + M + S`` with ``psum.row = r``.
+  Two ``last`` vectors must not be a multiple of ``S`` cycles apart below ``R * S``
+  (interleaved tiles are 1 .. S - 1 cycles apart, groups ``S * max(K, R)``);
+  otherwise rows collide on the drain port and raise ``overrun``.
 * ``mode`` must be held while anything is in flight (change it only when the
   CE has drained).
 """
@@ -75,7 +81,8 @@ from amaranth.lib.wiring import In, Out
 
 from gen.design.config import DEFAULT
 from gen.design.isa import CEMode
-from hdl.pe import PE, _check_datatype, acc_width, operand_width
+from hdl.pe import PE, _check_datatype, _check_latencies, acc_width, operand_width
+from hdl.pipe import delay
 
 __all__ = ["CE", "CEMode", "IASignature", "IBSignature", "PsumSignature", "ce_from_config"]
 
@@ -148,6 +155,7 @@ class CE(wiring.Component):
 
     def __init__(self, *, rows: int = DEFAULT.ce_rows, cols: int = DEFAULT.ce_cols, datatype: str = DEFAULT.datatype,
                  int_width: int = DEFAULT.int_width, int_acc_width: int = DEFAULT.int_acc_width,
+                 mul_latency: int = DEFAULT.mul_latency, add_latency: int = DEFAULT.add_latency,
                  status: bool = True):
         for name, value in (("rows", rows), ("cols", cols)):
             if not isinstance(value, int) or isinstance(value, bool):
@@ -155,7 +163,9 @@ class CE(wiring.Component):
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, not {value!r}")
         _check_datatype(datatype, int_width, int_acc_width)
+        _check_latencies(mul_latency, add_latency)
         self._rows, self._cols, self._status = rows, cols, status
+        self._mul_latency, self._add_latency = mul_latency, add_latency
         self._datatype, self._int_width, self._int_acc_width = datatype, int_width, int_acc_width
         ew = operand_width(datatype, int_width)
         aw = acc_width(datatype, int_acc_width)
@@ -176,12 +186,14 @@ class CE(wiring.Component):
 
     @property
     def stationary_latency(self) -> int:
-        """IS/WS: cycles from an IA vector to its Psum vector."""
-        return self._rows + 1
+        """IS/WS: cycles from an IA vector to its Psum vector (``rows * add_latency + mul_latency``,
+        :func:`gen.design.isa.ce_latency`)."""
+        return self._rows * self._add_latency + self._mul_latency
 
     def elaborate(self, platform):
         m = Module()
         R, C = self._rows, self._cols
+        M, S = self._mul_latency, self._add_latency
         aw = acc_width(self._datatype, self._int_acc_width)
 
         os_mode = Signal(name="os_mode")
@@ -192,15 +204,16 @@ class CE(wiring.Component):
         ]
 
         # Row skew: row r sees the IA element, its flags and the horizontal IB
-        # load r cycles late. The IB loads ride on the same skew so that a
-        # column load reaches row r exactly when row r has swapped.
+        # load r * S cycles late (S = add_latency: a Psum takes S cycles per PE row).
+        # The horizontal loads ride on the same skew so that a column load reaches
+        # row r exactly when row r has swapped.
         skew = []
         for r in range(R):
             stage = {"a": self.ia.data[r], "valid": self.ia.valid, "first": self.ia.first,
                      "last": self.ia.last, "swap": self.ia.swap,
                      "hl_valid": self.ib.valid & horizontal, "hl_index": self.ib.index,
                      "hl_data": self.ib.data[r]}
-            for d in range(r):
+            for d in range(r * S):
                 nxt = {}
                 for key, value in stage.items():
                     reg = Signal(Value.cast(value).shape(), name=f"skew_r{r}_d{d + 1}_{key}")
@@ -208,16 +221,27 @@ class CE(wiring.Component):
                     nxt[key] = reg
                 stage = nxt
             skew.append(stage)
+        # Vertical loads go to one row each; load j comes j cycles after the swap vector
+        # and row j swaps j * S cycles after it, so row j takes its load j * (S - 1) cycles
+        # late (a tap of one delay line).
+        vload = [{"valid": self.ib.valid & ~horizontal, "index": self.ib.index,
+                  "data": self.ib.data.as_value()[:C * len(self.ib.data[0])]}]
+        for d in range((R - 1) * (S - 1)):
+            nxt = {}
+            for key, value in vload[-1].items():
+                reg = Signal(Value.cast(value).shape(), name=f"vload_d{d + 1}_{key}")
+                m.d.sync += reg.eq(value)
+                nxt[key] = reg
+            vload.append(nxt)
 
-        psum_top = Signal(data.ArrayLayout(aw, C), name="psum_top")
-        m.d.sync += psum_top.eq(self.psum_in)
+        psum_top = delay(m, self.psum_in, M, "psum_top")
 
         pes = [[None] * C for _ in range(R)]
         for r in range(R):
             for c in range(C):
                 # the valids of column 0 are read (drain: every row; psum: the bottom row)
                 pe = PE(datatype=self._datatype, int_width=self._int_width, int_acc_width=self._int_acc_width,
-                        chain=r < R - 1, psum_valid=(r, c) == (R - 1, 0), drain_valid=c == 0)
+                        mul_latency=M, add_latency=S, chain=r < R - 1, psum_valid=(r, c) == (R - 1, 0), drain_valid=c == 0)
                 m.submodules[f"pe_{r}_{c}"] = pe
                 pes[r][c] = pe
                 s = skew[r]
@@ -227,17 +251,20 @@ class CE(wiring.Component):
                     pe.b_in.eq(self.ib.data[c] if r == 0 else pes[r - 1][c].b_out),
                     pe.psum_in.eq(psum_top[c] if r == 0 else pes[r - 1][c].psum_out),
                 ]
-                vertical_load = self.ib.valid & ~horizontal & (self.ib.index == r)
+                v = vload[r * (S - 1)]
+                vertical_load = v["valid"] & (v["index"] == r)
                 horizontal_load = s["hl_valid"] & (s["hl_index"] == c)
+                ew = len(self.ib.data[0])
                 m.d.comb += [
                     pe.ib_load.eq(~os_mode & (vertical_load | horizontal_load)),
-                    pe.ib_data.eq(self.ib.data[c]),
+                    pe.ib_data.eq(v["data"][c * ew:(c + 1) * ew]),
                 ]
                 with m.If(horizontal):
                     m.d.comb += pe.ib_data.eq(s["hl_data"])
 
-        # Drain port: rows finish one cycle apart (the skew), so the drain
-        # register of row r is read in the cycle its result appears.
+        # Drain port: a tile's rows finish S cycles apart (the skew) and the S interleaved
+        # tiles of a group one cycle apart, so the drain register of row r holds one result
+        # per cycle and is read in the cycle the result appears.
         drain_valid = Signal(R, name="drain_valid")
         m.d.comb += drain_valid.eq(sum((pes[r][0].drain_valid << r for r in range(R)), 0))
         with m.If(os_mode):
@@ -259,4 +286,5 @@ class CE(wiring.Component):
 def ce_from_config(config) -> CE:
     """``hdl.TOPS`` factory: the CE of ``config`` (``ce_rows`` x ``ce_cols``, ``datatype``)."""
     return CE(rows=config.ce_rows, cols=config.ce_cols, datatype=config.datatype,
-              int_width=config.int_width, int_acc_width=config.int_acc_width)
+              int_width=config.int_width, int_acc_width=config.int_acc_width,
+              mul_latency=config.mul_latency, add_latency=config.add_latency)

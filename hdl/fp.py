@@ -6,32 +6,64 @@ and subnormal results flushed to signed zero (FTZ); every NaN result is the
 canonical quiet NaN (``0x7FC00000`` / ``0x7FC0``); IEEE rules for infinities
 and signed zeros (``x + (-x) = +0``, ``(-0) + (-0) = -0``).
 
-All three are purely combinational so that each user places its own pipeline
-registers (the PE registers the product between :class:`BF16Mul` and
-:class:`FP32Add`). Their logic depth is stated in each docstring; the adder is
-the long path (alignment shift, 28-bit add, leading-zero count, normalising
-shift, rounding increment) and is the block to pipeline first when a clock
-target is not met.
+:class:`BF16Mul` and :class:`FP32Add` take a ``stages`` argument: the number of
+pipeline registers inside the block (0: combinational). Each register is a named
+stage register (``<cut>_<value>``) at one of the block's cut points, chosen so
+that the stages have similar logic depth; the block's user adds the output
+register (the PE's product and accumulator registers, a network level's
+register, the memory write), so a configuration's ``mul_latency`` /
+``add_latency`` is ``stages + 1``. Results do not depend on ``stages``.
+:class:`FP32ToBF16` is combinational.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import BF16_BITS, FP32_BITS
 
-__all__ = ["BF16Mul", "FP32Add", "FP32ToBF16", "F32_QNAN", "BF16_QNAN"]
+__all__ = ["BF16Mul", "FP32Add", "FP32ToBF16", "F32_QNAN", "BF16_QNAN", "ADD_CUTS", "MUL_CUTS"]
 
 #: canonical quiet NaN of FP32
 F32_QNAN = 0x7FC00000
 #: canonical quiet NaN of bfloat16
 BF16_QNAN = 0x7FC0
 
+#: cut points of :class:`FP32Add` in datapath order
+ADD_CUT_NAMES = ("swap", "align", "add", "lzc", "norm", "round")
+#: ``stages`` -> the cut points that get a register (balanced by logic depth: the alignment
+#: shift, the 28-bit add, the leading-zero count and normalising shift, the rounding increment)
+ADD_CUTS = {0: (), 1: ("add",), 2: ("align", "lzc"), 3: ("align", "add", "norm"),
+            4: ("swap", "align", "add", "norm"), 5: ("swap", "align", "add", "lzc", "norm"),
+            6: ADD_CUT_NAMES}
+#: ``stages`` -> cut points of :class:`BF16Mul` (after the significand product)
+MUL_CUTS = {0: (), 1: ("product",)}
+
+
+def _check_stages(stages, table, block):
+    if not isinstance(stages, int) or isinstance(stages, bool):
+        raise TypeError(f"{block}: stages must be an integer, not {stages!r}")
+    if stages not in table:
+        raise ValueError(f"{block}: stages must be between 0 and {max(table)}, not {stages!r}")
+
+
+def _stage(m: Module, cuts, name: str, **values):
+    """The ``values`` after cut point ``name``: registered copies ``{name}_{key}`` when the cut is
+    in ``cuts``, else the values themselves."""
+    if name not in cuts:
+        return values
+    out = {}
+    for key, value in values.items():
+        reg = Signal(Value.cast(value).shape(), name=f"{name}_{key}")
+        m.d.sync += reg.eq(value)
+        out[key] = reg
+    return out
+
 
 class BF16Mul(wiring.Component):
-    """bfloat16 x bfloat16 -> FP32 product, combinational.
+    """bfloat16 x bfloat16 -> FP32 product.
 
     The product of two 8-bit significands has at most 16 significant bits, so
     it is exact in FP32: no rounding logic is needed, only overflow to
@@ -39,54 +71,67 @@ class BF16Mul(wiring.Component):
     (biased exponent <= 0, always exactly representable as a subnormal, then
     flushed as the reference does).
 
+    Parameters
+    ----------
+    stages : int
+        Inner pipeline registers, 0 (combinational) or 1 (cut ``product``: after the 8x8
+        significand multiply and the exponent add, with the sign and the special-case flags).
+
     Ports
     -----
     a, b : In(16)
         bfloat16 operands (bit patterns).
     o : Out(32)
-        FP32 product, valid in the same cycle (no registers).
+        FP32 product, valid :attr:`latency` (= ``stages``) cycles after ``a``, ``b``; one
+        operand pair per cycle.
 
     Logic depth: one 8x8 unsigned multiplier in parallel with a 9-bit exponent
     adder, then a 1-bit normalisation mux and the special-case muxes.
     """
 
-    def __init__(self):
+    def __init__(self, *, stages: int = 0):
+        _check_stages(stages, MUL_CUTS, "BF16Mul")
+        self._stages = stages
         super().__init__({"a": In(BF16_BITS), "b": In(BF16_BITS), "o": Out(FP32_BITS)})
+
+    @property
+    def latency(self) -> int:
+        """Cycles from ``a``, ``b`` to ``o``."""
+        return self._stages
 
     def elaborate(self, platform):
         m = Module()
+        cuts = MUL_CUTS[self._stages]
         sa, ea, fa = self.a[15], self.a[7:15], self.a[0:7]
         sb, eb, fb = self.b[15], self.b[7:15], self.b[0:7]
-        sign = Signal(name="sign")
-        m.d.comb += sign.eq(sa ^ sb)
-
         # DAZ: exponent 0 means zero whatever the fraction says.
-        a_zero, b_zero = Signal(name="a_zero"), Signal(name="b_zero")
-        a_inf, b_inf = Signal(name="a_inf"), Signal(name="b_inf")
-        a_nan, b_nan = Signal(name="a_nan"), Signal(name="b_nan")
-        m.d.comb += [
-            a_zero.eq(ea == 0), b_zero.eq(eb == 0),
-            a_inf.eq((ea == 0xFF) & (fa == 0)), b_inf.eq((eb == 0xFF) & (fb == 0)),
-            a_nan.eq((ea == 0xFF) & (fa != 0)), b_nan.eq((eb == 0xFF) & (fb != 0)),
-        ]
-
+        a_zero, b_zero = ea == 0, eb == 0
+        a_inf, b_inf = (ea == 0xFF) & (fa == 0), (eb == 0xFF) & (fb == 0)
+        a_nan, b_nan = (ea == 0xFF) & (fa != 0), (eb == 0xFF) & (fb != 0)
+        nan = Signal(name="nan")
+        inf = Signal(name="inf")
+        zero = Signal(name="zero")
+        m.d.comb += [nan.eq(a_nan | b_nan | (a_zero & b_inf) | (a_inf & b_zero)),
+                     inf.eq(a_inf | b_inf), zero.eq(a_zero | b_zero)]
         prod = Signal(16, name="prod")  # 1.fa * 1.fb in [1, 4), 14 fraction bits
         m.d.comb += prod.eq(Cat(fa, Const(1, 1)) * Cat(fb, Const(1, 1)))
         # biased result exponent before normalisation, signed: ea + eb - 127 in [-125, 383]
         exp0 = Signal(range(-256, 512), name="exp0")
         m.d.comb += exp0.eq(ea + eb - 127)
+        v = _stage(m, cuts, "product", sign=sa ^ sb, nan=nan, inf=inf, zero=zero, prod=prod, exp0=exp0)
+
         exp = Signal(range(-256, 512), name="exp")
         frac = Signal(23, name="frac")
-        with m.If(prod[15]):
-            m.d.comb += [exp.eq(exp0 + 1), frac.eq(Cat(Const(0, 8), prod[0:15]))]
+        with m.If(v["prod"][15]):
+            m.d.comb += [exp.eq(v["exp0"] + 1), frac.eq(Cat(Const(0, 8), v["prod"][0:15]))]
         with m.Else():
-            m.d.comb += [exp.eq(exp0), frac.eq(Cat(Const(0, 9), prod[0:14]))]
-
-        with m.If(a_nan | b_nan | (a_zero & b_inf) | (a_inf & b_zero)):
+            m.d.comb += [exp.eq(v["exp0"]), frac.eq(Cat(Const(0, 9), v["prod"][0:14]))]
+        sign = v["sign"]
+        with m.If(v["nan"]):
             m.d.comb += self.o.eq(F32_QNAN)
-        with m.Elif(a_inf | b_inf):
+        with m.Elif(v["inf"]):
             m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
-        with m.Elif(a_zero | b_zero | (exp <= 0)):
+        with m.Elif(v["zero"] | (exp <= 0)):
             m.d.comb += self.o.eq(Cat(Const(0, 31), sign))
         with m.Elif(exp >= 0xFF):
             m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
@@ -130,7 +175,7 @@ def _leading_zeros(m: Module, value, name: str):
 
 
 class FP32Add(wiring.Component):
-    """FP32 + FP32 -> FP32, round to nearest even, combinational.
+    """FP32 + FP32 -> FP32, round to nearest even.
 
     Classic guard/round/sticky datapath: operands are ordered by magnitude,
     the smaller significand is aligned right into a 27-bit field whose last
@@ -141,37 +186,71 @@ class FP32Add(wiring.Component):
     by at most one, where the difference is exact, so three extra bits are
     enough for correct rounding. Results below ``2**-126`` are exact and are
     flushed to a zero of the result's sign; exact cancellation gives ``+0``.
+    The special cases (NaN, infinities, zero operands) are resolved up front
+    into a flag and a 32-bit value that ride along the pipeline.
+
+    Parameters
+    ----------
+    stages : int
+        Inner pipeline registers, 0 .. 6, at the cut points of :data:`ADD_CUTS`
+        (``swap``: after the magnitude compare and swap; ``align``: after the alignment shift
+        and sticky; ``add``: after the 28-bit add/subtract; ``lzc``: after the leading-zero
+        count; ``norm``: after the normalising shift; ``round``: after the rounding increment).
 
     Ports
     -----
     a, b : In(32)
         FP32 operands (bit patterns).
     o : Out(32)
-        FP32 sum, valid in the same cycle (no registers).
+        FP32 sum, valid :attr:`latency` (= ``stages``) cycles after ``a``, ``b``; one
+        operand pair per cycle.
 
-    Logic depth (the critical path of the PE): 31-bit magnitude compare and
+    Logic depth (combinational: the critical path of the PE): 31-bit magnitude compare and
     swap, 8-bit exponent subtract, 27-bit barrel shift right (the sticky bit from a
     mask built in parallel), 28-bit add/subtract, 27-bit leading-zero count (a
     5-level tree), 27-bit barrel shift left, 24-bit rounding increment, special-case
-    muxes. At 1 GHz in a real process
-    this needs two or three pipeline stages; the PE keeps it in one stage
-    because the output-stationary accumulator feeds back every cycle.
+    muxes; ``docs/synthesis.md`` has the ECP5 Fmax per stage count.
     """
 
-    def __init__(self):
+    def __init__(self, *, stages: int = 0):
+        _check_stages(stages, ADD_CUTS, "FP32Add")
+        self._stages = stages
         super().__init__({"a": In(FP32_BITS), "b": In(FP32_BITS), "o": Out(FP32_BITS)})
+
+    @property
+    def latency(self) -> int:
+        """Cycles from ``a``, ``b`` to ``o``."""
+        return self._stages
 
     def elaborate(self, platform):
         m = Module()
+        cuts = ADD_CUTS[self._stages]
 
-        def unpack(x, tag):
-            s, e, f = x[31], x[23:31], x[0:23]
-            zero, inf, nan = Signal(name=f"{tag}_zero"), Signal(name=f"{tag}_inf"), Signal(name=f"{tag}_nan")
-            m.d.comb += [zero.eq(e == 0), inf.eq((e == 0xFF) & (f == 0)), nan.eq((e == 0xFF) & (f != 0))]
-            return s, e, f, zero, inf, nan
+        def unpack(x):
+            e, f = x[23:31], x[0:23]
+            return x[31], e, f, e == 0, (e == 0xFF) & (f == 0), (e == 0xFF) & (f != 0)
 
-        sa, ea, fa, a_zero, a_inf, a_nan = unpack(self.a, "a")
-        sb, eb, fb, b_zero, b_inf, b_nan = unpack(self.b, "b")
+        sa, ea, fa, a_zero, a_inf, a_nan = unpack(self.a)
+        sb, eb, fb, b_zero, b_inf, b_nan = unpack(self.b)
+
+        # special cases, in priority order: their result, decided now, rides along
+        special = Signal(name="special")
+        special_value = Signal(32, name="special_value")
+        m.d.comb += special.eq(1)
+        with m.If(a_nan | b_nan | (a_inf & b_inf & (sa != sb))):
+            m.d.comb += special_value.eq(F32_QNAN)
+        with m.Elif(a_inf):
+            m.d.comb += special_value.eq(Cat(Const(0, 23), Const(0xFF, 8), sa))
+        with m.Elif(b_inf):
+            m.d.comb += special_value.eq(Cat(Const(0, 23), Const(0xFF, 8), sb))
+        with m.Elif(a_zero & b_zero):
+            m.d.comb += special_value.eq(Cat(Const(0, 31), sa & sb))
+        with m.Elif(b_zero):
+            m.d.comb += special_value.eq(self.a)
+        with m.Elif(a_zero):
+            m.d.comb += special_value.eq(self.b)
+        with m.Else():
+            m.d.comb += special.eq(0)
 
         # order by magnitude (exponent, fraction): x is the larger one
         swap = Signal(name="swap")
@@ -182,41 +261,55 @@ class FP32Add(wiring.Component):
             sx.eq(Mux(swap, sb, sa)), ex.eq(Mux(swap, eb, ea)), fx.eq(Mux(swap, fb, fa)),
             sy.eq(Mux(swap, sa, sb)), ey.eq(Mux(swap, ea, eb)), fy.eq(Mux(swap, fa, fb)),
         ]
-        # significands with hidden bit and three extra bits (guard, round, sticky)
-        mx = Signal(27, name="mx")
-        my = Signal(27, name="my")
-        m.d.comb += [mx.eq(Cat(Const(0, 3), fx, Const(1, 1))), my.eq(Cat(Const(0, 3), fy, Const(1, 1)))]
         diff = Signal(8, name="exp_diff")
         m.d.comb += diff.eq(ex - ey)
         shamt = Signal(range(28), name="align_shift")
         m.d.comb += shamt.eq(Mux(diff > 27, 27, diff))
+        v = _stage(m, cuts, "swap", special=special, special_value=special_value, sx=sx, ex=ex,
+                   subtract=sx ^ sy, fx=fx, fy=fy, shamt=shamt)
+
+        # significands with hidden bit and three extra bits (guard, round, sticky)
+        mx = Cat(Const(0, 3), v["fx"], Const(1, 1))
+        my = Signal(27, name="my")
+        m.d.comb += my.eq(Cat(Const(0, 3), v["fy"], Const(1, 1)))
         my_shifted = Signal(27, name="my_shifted")
         sticky = Signal(name="align_sticky")
         # sticky: a bit below the shift amount is set (mask in parallel with the shifter)
         shifted_out = Signal(27, name="align_mask")
         m.d.comb += [
-            my_shifted.eq(my >> shamt),
-            shifted_out.eq(~(Const((1 << 27) - 1, 27) << shamt)[0:27]),
+            my_shifted.eq(my >> v["shamt"]),
+            shifted_out.eq(~(Const((1 << 27) - 1, 27) << v["shamt"])[0:27]),
             sticky.eq((my & shifted_out) != 0),
         ]
         my_aligned = Signal(27, name="my_aligned")
         m.d.comb += my_aligned.eq(my_shifted | sticky)
+        v = _stage(m, cuts, "align", special=v["special"], special_value=v["special_value"], sx=v["sx"],
+                   ex=v["ex"], subtract=v["subtract"], mx=mx, my=my_aligned)
 
-        subtract = Signal(name="subtract")
-        m.d.comb += subtract.eq(sx ^ sy)
         raw = Signal(28, name="raw_sum")
-        m.d.comb += raw.eq(Mux(subtract, mx - my_aligned, mx + my_aligned))
+        m.d.comb += raw.eq(Mux(v["subtract"], v["mx"] - v["my"], v["mx"] + v["my"]))
+        v = _stage(m, cuts, "add", special=v["special"], special_value=v["special_value"], sx=v["sx"],
+                   ex=v["ex"], raw=raw)
+
+        lz = _leading_zeros(m, v["raw"][0:27], "lzc")
+        v = _stage(m, cuts, "lzc", special=v["special"], special_value=v["special_value"], sx=v["sx"],
+                   ex=v["ex"], raw=v["raw"], lz=lz)
 
         # normalise to a 27-bit value with the leading one at bit 26
+        raw = v["raw"]
         norm = Signal(27, name="norm")
         norm_exp = Signal(range(-32, 512), name="norm_exp")
-        lz = _leading_zeros(m, raw[0:27], "lzc")
         with m.If(raw[27]):
-            m.d.comb += [norm.eq(Cat(raw[1] | raw[0], raw[2:28])), norm_exp.eq(ex + 1)]
+            m.d.comb += [norm.eq(Cat(raw[1] | raw[0], raw[2:28])), norm_exp.eq(v["ex"] + 1)]
         with m.Else():
-            m.d.comb += [norm.eq((raw[0:27] << lz)[0:27]), norm_exp.eq(ex - lz)]
+            m.d.comb += [norm.eq((raw[0:27] << v["lz"])[0:27]), norm_exp.eq(v["ex"] - v["lz"])]
+        cancel = Signal(name="cancel")
+        m.d.comb += cancel.eq(raw == 0)
+        v = _stage(m, cuts, "norm", special=v["special"], special_value=v["special_value"], sx=v["sx"],
+                   cancel=cancel, norm=norm, norm_exp=norm_exp)
 
         # round to nearest, ties to even
+        norm = v["norm"]
         lsb, guard, rnd, stk = norm[3], norm[2], norm[1], norm[0]
         round_up = Signal(name="round_up")
         m.d.comb += round_up.eq(guard & (rnd | stk | lsb))
@@ -225,30 +318,23 @@ class FP32Add(wiring.Component):
         res_exp = Signal(range(-32, 512), name="res_exp")
         res_frac = Signal(23, name="res_frac")
         with m.If(rounded[24]):
-            m.d.comb += [res_exp.eq(norm_exp + 1), res_frac.eq(rounded[1:24])]
+            m.d.comb += [res_exp.eq(v["norm_exp"] + 1), res_frac.eq(rounded[1:24])]
         with m.Else():
-            m.d.comb += [res_exp.eq(norm_exp), res_frac.eq(rounded[0:23])]
+            m.d.comb += [res_exp.eq(v["norm_exp"]), res_frac.eq(rounded[0:23])]
+        v = _stage(m, cuts, "round", special=v["special"], special_value=v["special_value"], sx=v["sx"],
+                   cancel=v["cancel"], res_exp=res_exp, res_frac=res_frac)
 
-        with m.If(a_nan | b_nan | (a_inf & b_inf & (sa != sb))):
-            m.d.comb += self.o.eq(F32_QNAN)
-        with m.Elif(a_inf):
-            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sa))
-        with m.Elif(b_inf):
-            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sb))
-        with m.Elif(a_zero & b_zero):
-            m.d.comb += self.o.eq(Cat(Const(0, 31), sa & sb))
-        with m.Elif(b_zero):
-            m.d.comb += self.o.eq(self.a)
-        with m.Elif(a_zero):
-            m.d.comb += self.o.eq(self.b)
-        with m.Elif(raw == 0):
+        sx, res_exp = v["sx"], v["res_exp"]
+        with m.If(v["special"]):
+            m.d.comb += self.o.eq(v["special_value"])
+        with m.Elif(v["cancel"]):
             m.d.comb += self.o.eq(0)  # exact cancellation is +0 under RNE
         with m.Elif(res_exp <= 0):
             m.d.comb += self.o.eq(Cat(Const(0, 31), sx))  # FTZ keeps the sign
         with m.Elif(res_exp >= 0xFF):
             m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sx))
         with m.Else():
-            m.d.comb += self.o.eq(Cat(res_frac, res_exp[0:8], sx))
+            m.d.comb += self.o.eq(Cat(v["res_frac"], res_exp[0:8], sx))
         return m
 
 

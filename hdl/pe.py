@@ -13,9 +13,10 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from gen.design.config import BF16_BITS, DATATYPES, DEFAULT, FP32_BITS
+from gen.design.config import BF16_BITS, DATATYPES, DEFAULT, FP32_BITS, MAX_ADD_LATENCY, MAX_MUL_LATENCY
 
 from hdl.fp import BF16Mul, FP32Add
+from hdl.pipe import delay
 
 __all__ = ["PE", "DATATYPES", "operand_width", "acc_width"]
 
@@ -28,6 +29,15 @@ def _check_datatype(datatype, int_width, int_acc_width):
             raise TypeError(f"{name} must be a positive integer, not {value!r}")
     if datatype == "int16" and int_acc_width < 2 * int_width:
         raise ValueError(f"int_acc_width must be >= 2 * int_width = {2 * int_width}, not {int_acc_width!r}")
+
+
+def _check_latencies(mul_latency, add_latency):
+    for name, value, top in (("mul_latency", mul_latency, MAX_MUL_LATENCY),
+                             ("add_latency", add_latency, MAX_ADD_LATENCY)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an integer, not {value!r}")
+        if not 1 <= value <= top:
+            raise ValueError(f"{name} must be between 1 and {top}, not {value!r}")
 
 
 def operand_width(datatype: str, int_width: int = DEFAULT.int_width) -> int:
@@ -47,25 +57,31 @@ class PE(wiring.Component):
     :class:`hdl.fp.BF16Mul`), then FP32 addition (RNE, DAZ/FTZ, canonical
     NaN), not fused, bit-exact with ``sim.bf16.bf16_mac``. ``int16``:
     ``int_width``-bit two's complement operands, exact product, sum wrapped
-    modulo ``2**int_acc_width`` (``sim.bf16.int_mac``).
+    modulo ``2**int_acc_width`` (``sim.bf16.int_mac``); the integer datapath has
+    the same latencies (delay registers), so timing does not depend on the datatype.
 
-    Pipeline (a vector is "at" the PE in the cycle its ``a``/``valid`` are presented)::
+    Pipeline (a vector is "at" the PE in the cycle its ``a``/``valid`` are presented,
+    ``M = mul_latency``, ``S = add_latency``)::
 
-        cycle x   : stage 1, multiply  a * Mux(os, b_in, IB)   -> prod (registered)
-        cycle x+1 : stage 2, add       Mux(os, acc|+0, psum_in) + prod -> psum_out / acc / drain
+        cycles x .. x+M-1   : multiply  a * Mux(os, b_in, IB)        -> prod    (BF16Mul, M-1 inner stages + prod)
+        cycles x+M .. x+M+S-1 : add     Mux(os, acc|+0, psum_in) + prod -> acc (FP32Add, S-1 inner stages + acc)
 
-    Latency: 2 cycles from ``a`` to ``psum_out`` (1 multiply + 1 add); ``psum_in``
-    is consumed one cycle after the matching ``a`` and reaches ``psum_out``
-    one cycle later. ``b_out`` is ``b_in`` delayed by one cycle. In output-
-    stationary mode consecutive vectors accumulate back to back (the adder
-    is in a one-cycle feedback loop, which is why :class:`hdl.fp.FP32Add` is
-    not pipelined further).
+    Latency: ``M + S`` cycles from ``a`` to ``psum_out``; ``psum_in`` is consumed ``M``
+    cycles after the matching ``a``. ``b_out`` is ``b_in`` delayed by ``S`` cycles (the
+    CE's row skew). ``acc`` is the adder's output register, written every cycle.
+
+    Output-stationary accumulation: the adder is in an ``S``-cycle loop (``addend = acc``),
+    so the feeder interleaves ``S`` tiles vector by vector (:func:`gen.design.isa.interleave`):
+    vector ``k + 1`` of a tile arrives ``S`` cycles after vector ``k``, when ``acc`` holds that
+    tile's partial sum. Each output is still summed in order ``k = 0, 1, ..`` from ``+0``.
 
     Parameters
     ----------
     datatype : ``"bf16"`` or ``"int16"``
     int_width, int_acc_width : int
         Operand and accumulator widths of the integer mode.
+    mul_latency, add_latency : int
+        ``M`` (1 or 2) and ``S`` (1 .. 7), as :class:`gen.design.config.FettaConfig`.
 
     Members
     -------
@@ -84,7 +100,7 @@ class PE(wiring.Component):
     os : In(1)
         Output-stationary mode (IB streams through ``b_in``/``b_out``).
     b_in : In(ew), b_out : Out(ew)
-        Streaming IB from the PE above / to the PE below (registered).
+        Streaming IB from the PE above / to the PE below (``S`` registers).
     ib_load : In(1), ib_data : In(ew)
         Write ``ib_data`` into the IB shadow register (visible next cycle).
         A load in the same cycle as ``swap`` is allowed: the swap uses the
@@ -92,12 +108,11 @@ class PE(wiring.Component):
     psum_in : In(aw), psum_out : Out(aw), psum_valid : Out(1)
         Stationary modes: the partial sum flowing down the column
         (``aw`` = 32 for bf16, ``int_acc_width`` otherwise). ``psum_out`` is
-        registered; ``psum_valid`` marks it.
+        ``acc``; ``psum_valid`` marks it.
     drain : Out(aw), drain_valid : Out(1)
         OS mode: the Psum drain register; ``drain_valid`` is high for the one
-        cycle after the ``last`` vector's sum was written (2 cycles after
-        ``last`` was presented). ``drain`` keeps its value until the next
-        tile's ``last``.
+        cycle after the ``last`` vector's sum was written (``M + S`` cycles after
+        ``last`` was presented). ``drain`` keeps its value until the next ``last`` sum.
 
     ``b_out``, ``psum_valid`` and ``drain_valid`` exist only when the constructor's
     ``chain``, ``psum_valid`` and ``drain_valid`` are true (the default): a CE builds its
@@ -106,13 +121,16 @@ class PE(wiring.Component):
     """
 
     def __init__(self, *, datatype: str = DEFAULT.datatype, int_width: int = DEFAULT.int_width,
-                 int_acc_width: int = DEFAULT.int_acc_width, chain: bool = True, psum_valid: bool = True,
+                 int_acc_width: int = DEFAULT.int_acc_width, mul_latency: int = DEFAULT.mul_latency,
+                 add_latency: int = DEFAULT.add_latency, chain: bool = True, psum_valid: bool = True,
                  drain_valid: bool = True):
         _check_datatype(datatype, int_width, int_acc_width)
+        _check_latencies(mul_latency, add_latency)
         self._outputs = {"b_out": chain, "psum_valid": psum_valid, "drain_valid": drain_valid}
         self._datatype = datatype
         self._int_width = int_width
         self._int_acc_width = int_acc_width
+        self._mul_latency, self._add_latency = mul_latency, add_latency
         ew = operand_width(datatype, int_width)
         aw = acc_width(datatype, int_acc_width)
         members = {
@@ -131,10 +149,11 @@ class PE(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from ``a`` to ``psum_out``."""
-        return 2
+        return self._mul_latency + self._add_latency
 
     def elaborate(self, platform):
         m = Module()
+        M, S = self._mul_latency, self._add_latency
         ew = operand_width(self._datatype, self._int_width)
         aw = acc_width(self._datatype, self._int_acc_width)
 
@@ -147,47 +166,48 @@ class PE(wiring.Component):
         with m.If(self.valid & self.swap & ~self.os):
             m.d.sync += ib_active.eq(ib_shadow)
         if self._outputs["b_out"]:
-            m.d.sync += self.b_out.eq(self.b_in)
+            m.d.comb += self.b_out.eq(delay(m, self.b_in, S, "b_out"))
 
-        # stage 1: multiply
-        s1_prod = Signal(aw, name="s1_prod")
-        s1_valid = Signal(name="s1_valid")
-        s1_first = Signal(name="s1_first")
-        s1_last = Signal(name="s1_last")
+        # multiply: M - 1 stages inside the multiplier, then the product register
+        prod = Signal(aw, name="prod")
         if self._datatype == "bf16":
-            m.submodules.mul = mul = BF16Mul()
+            m.submodules.mul = mul = BF16Mul(stages=M - 1) if M > 1 else BF16Mul()
             m.d.comb += [mul.a.eq(self.a), mul.b.eq(operand_b)]
             product = mul.o
         else:
-            product = self.a.as_signed() * operand_b.as_signed()  # exact: 2*ew <= aw bits
-        m.d.sync += [s1_prod.eq(product), s1_valid.eq(self.valid), s1_first.eq(self.first),
-                     s1_last.eq(self.last)]
+            # exact: 2*ew <= aw bits; the delay registers give the multiplier's latency
+            product = delay(m, self.a.as_signed() * operand_b.as_signed(), M - 1, "mul")
+        m.d.sync += prod.eq(product)
+        m_valid = delay(m, self.valid, M, "m_valid")
+        m_first = delay(m, self.first, M, "m_first")
+        m_last = delay(m, self.last, M, "m_last")
 
-        # stage 2: accumulate
+        # add: S - 1 stages inside the adder, then the accumulator register (written every cycle:
+        # in OS the loop carries the partial sums of the S interleaved tiles)
         acc = Signal(aw, name="acc")
-        addend = Signal(aw, name="s2_addend")
-        s2_sum = Signal(aw, name="s2_sum")
-        m.d.comb += addend.eq(Mux(self.os, Mux(s1_first, 0, acc), self.psum_in))
+        addend = Signal(aw, name="addend")
+        total = Signal(aw, name="sum")
+        m.d.comb += addend.eq(Mux(self.os, Mux(m_first, 0, acc), self.psum_in))
         if self._datatype == "bf16":
-            m.submodules.add = add = FP32Add()
-            m.d.comb += [add.a.eq(addend), add.b.eq(s1_prod), s2_sum.eq(add.o)]
+            m.submodules.add = add = FP32Add(stages=S - 1) if S > 1 else FP32Add()
+            m.d.comb += [add.a.eq(addend), add.b.eq(prod), total.eq(add.o)]
         else:
             # two's complement wrap modulo 2**aw: the sum is simply truncated
-            m.d.comb += s2_sum.eq((addend + s1_prod)[:aw])
-        with m.If(s1_valid):
-            with m.If(self.os):
-                m.d.sync += acc.eq(s2_sum)
-                with m.If(s1_last):
-                    m.d.sync += self.drain.eq(s2_sum)
-            with m.Else():
-                m.d.sync += self.psum_out.eq(s2_sum)
+            m.d.comb += total.eq(delay(m, (addend + prod)[:aw], S - 1, "add"))
+        a_valid = delay(m, m_valid, S - 1, "a_valid")
+        a_last = delay(m, m_last, S - 1, "a_last")
+        m.d.sync += acc.eq(total)
+        m.d.comb += self.psum_out.eq(acc)
+        with m.If(a_valid & self.os & a_last):
+            m.d.sync += self.drain.eq(total)
         if self._outputs["psum_valid"]:
-            m.d.sync += self.psum_valid.eq(s1_valid & ~self.os)
+            m.d.sync += self.psum_valid.eq(a_valid & ~self.os)
         if self._outputs["drain_valid"]:
-            m.d.sync += self.drain_valid.eq(s1_valid & self.os & s1_last)
+            m.d.sync += self.drain_valid.eq(a_valid & self.os & a_last)
         return m
 
 
 def pe_from_config(config) -> PE:
-    """``hdl.TOPS`` factory: a PE of ``config.datatype``."""
-    return PE(datatype=config.datatype, int_width=config.int_width, int_acc_width=config.int_acc_width)
+    """``hdl.TOPS`` factory: a PE of ``config.datatype`` and latencies."""
+    return PE(datatype=config.datatype, int_width=config.int_width, int_acc_width=config.int_acc_width,
+              mul_latency=config.mul_latency, add_latency=config.add_latency)

@@ -18,6 +18,7 @@ from gen.errors import ConfigError
 
 from hdl.dist_net import _check_ports_lanes, transpose_rows, transpose_valid
 from hdl.fp import FP32Add
+from hdl.pipe import delay
 
 
 class SwitchMode(enum.Enum, shape=2):
@@ -59,7 +60,10 @@ def _check_switch(lanes, datatype, width) -> None:
 class AdderSwitch(wiring.Component):
     """2-input 2-output adder switch on vectors of ``lanes`` accumulator elements.
 
-    Combinational (the reduction network registers its outputs). In the add modes an
+    Combinational with ``stages = 0`` (the reduction network registers its outputs); with
+    ``stages = k`` the adders (:class:`hdl.fp.FP32Add`, or the integer sum) have ``k`` inner
+    pipeline registers and the inputs, valids and mode wait ``k`` cycles beside them, so the
+    outputs are valid ``k`` cycles after the inputs, one pair per cycle. In the add modes an
     invalid input counts as absent: valid + invalid gives the valid input unchanged
     (no ``+0`` that could turn ``-0`` into ``+0``), invalid + invalid gives the left
     input, still invalid. The output opposite the sum is zero and invalid.
@@ -74,6 +78,8 @@ class AdderSwitch(wiring.Component):
         at ``width`` bits.
     width : int
         Bits per element (32 for ``bf16``, ``int_acc_width`` for ``int16``).
+    stages : int
+        Inner pipeline registers (``add_latency - 1`` in the reduction network).
 
     Members
     -------
@@ -86,9 +92,11 @@ class AdderSwitch(wiring.Component):
     l_valid, r_valid : Out(1)
     """
 
-    def __init__(self, *, lanes: int, datatype: str, width: int):
+    def __init__(self, *, lanes: int, datatype: str, width: int, stages: int = 0):
         _check_switch(lanes, datatype, width)
-        self._lanes, self._datatype, self._width = lanes, datatype, width
+        if not isinstance(stages, int) or isinstance(stages, bool) or stages < 0:
+            raise ConfigError(f"adder switch: must be a non-negative integer, got {stages!r}", field="add_latency")
+        self._lanes, self._datatype, self._width, self._stages = lanes, datatype, width, stages
         super().__init__({
             "a": In(lanes * width), "a_valid": In(1),
             "b": In(lanes * width), "b_valid": In(1),
@@ -97,28 +105,37 @@ class AdderSwitch(wiring.Component):
             "r": Out(lanes * width), "r_valid": Out(1),
         })
 
+    @property
+    def latency(self) -> int:
+        """Cycles from the inputs to the outputs (``stages``)."""
+        return self._stages
+
     def elaborate(self, platform):
         m = Module()
-        L, W = self._lanes, self._width
+        L, W, k = self._lanes, self._width, self._stages
         total = Signal(L * W)
         for i in range(L):
             a, b = self.a[i * W:(i + 1) * W], self.b[i * W:(i + 1) * W]
             if self._datatype == "bf16":
-                m.submodules[f"add{i}"] = add = FP32Add()
+                m.submodules[f"add{i}"] = add = FP32Add(stages=k)
                 m.d.comb += [add.a.eq(a), add.b.eq(b), total[i * W:(i + 1) * W].eq(add.o)]
             else:
-                m.d.comb += total[i * W:(i + 1) * W].eq((a + b)[:W])
-        both = self.a_valid & self.b_valid
+                m.d.comb += total[i * W:(i + 1) * W].eq(delay(m, (a + b)[:W], k, f"sum{i}"))
+        # what bypasses the adders waits beside them
+        a, b = delay(m, self.a, k, "a"), delay(m, self.b, k, "b")
+        a_valid, b_valid = delay(m, self.a_valid, k, "a_valid"), delay(m, self.b_valid, k, "b_valid")
+        mode = delay(m, self.mode, k, "mode")
+        both = a_valid & b_valid
         summed = Signal(L * W)
-        m.d.comb += summed.eq(Mux(both, total, Mux(self.b_valid, self.b, self.a)))
-        any_valid = self.a_valid | self.b_valid
-        with m.Switch(self.mode):
+        m.d.comb += summed.eq(Mux(both, total, Mux(b_valid, b, a)))
+        any_valid = a_valid | b_valid
+        with m.Switch(mode):
             with m.Case(SwitchMode.PASS):
-                m.d.comb += [self.l.eq(self.a), self.l_valid.eq(self.a_valid),
-                             self.r.eq(self.b), self.r_valid.eq(self.b_valid)]
+                m.d.comb += [self.l.eq(a), self.l_valid.eq(a_valid),
+                             self.r.eq(b), self.r_valid.eq(b_valid)]
             with m.Case(SwitchMode.SWAP):
-                m.d.comb += [self.l.eq(self.b), self.l_valid.eq(self.b_valid),
-                             self.r.eq(self.a), self.r_valid.eq(self.a_valid)]
+                m.d.comb += [self.l.eq(b), self.l_valid.eq(b_valid),
+                             self.r.eq(a), self.r_valid.eq(a_valid)]
             # every case drives every output, so that the emitted case statements are complete
             with m.Case(SwitchMode.ADD_LEFT):
                 m.d.comb += [self.l.eq(summed), self.l_valid.eq(any_valid),
@@ -153,6 +170,9 @@ class RedNet(wiring.Component):
         ``"bf16"`` (FP32 adders) or ``"int16"`` (exact integer adders).
     width : int
         Bits per Psum (32 for ``bf16``, ``int_acc_width`` for ``int16``).
+    add_stages : int
+        Cycles per level (``FettaConfig.add_latency``, >= 1): the switches' adders have
+        ``add_stages - 1`` inner registers, then the level's register.
 
     Members
     -------
@@ -170,15 +190,20 @@ class RedNet(wiring.Component):
 
     Timing: ``i_data``, ``i_valid``, ``mode``, ``bank_idx`` and ``transpose`` are sampled
     together in cycle ``t``; the control words travel down the pipeline with their data,
-    so they may change every cycle. The result appears at ``o_*`` in cycle ``t + log2(N)``
-    (latency ``log2(N)`` cycles, one register level per switch level), one beat per cycle.
+    so they may change every cycle. The result appears at ``o_*`` in cycle
+    ``t + log2(N) * add_stages`` (:attr:`latency`; ``add_stages`` cycles per switch level, the last
+    of them the level's register), one beat per cycle.
     The transpose layer is combinational after the last register. Valid bits reset to 0.
     """
 
-    def __init__(self, *, ports: int, lanes: int, datatype: str, width: int):
+    def __init__(self, *, ports: int, lanes: int, datatype: str, width: int, add_stages: int = 1):
         self._n = _check_ports_lanes(ports, lanes, width, what="reduction network")
         _check_switch(lanes, datatype, width)
+        if not isinstance(add_stages, int) or isinstance(add_stages, bool) or add_stages < 1:
+            raise ConfigError(f"reduction network: must be a positive integer, got {add_stages!r}",
+                              field="add_latency")
         self._ports, self._lanes, self._datatype, self._width = ports, lanes, datatype, width
+        self._add_stages = add_stages
         rows = data.ArrayLayout(data.ArrayLayout(unsigned(width), lanes), ports)
         super().__init__({
             "i_data": In(rows),
@@ -199,7 +224,7 @@ class RedNet(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from input to output."""
-        return self._n
+        return self._n * self._add_stages
 
     def elaborate(self, platform):
         m = Module()
@@ -218,7 +243,7 @@ class RedNet(wiring.Component):
             for p in range(half):
                 lo = ((p >> k) << (k + 1)) | (p & ((1 << k) - 1))
                 hi = lo | (1 << k)
-                sw = AdderSwitch(lanes=L, datatype=self._datatype, width=W)
+                sw = AdderSwitch(lanes=L, datatype=self._datatype, width=W, stages=self._add_stages - 1)
                 m.submodules[f"sw{s}_{p}"] = sw
                 m.d.comb += [sw.a.eq(cur[lo]), sw.a_valid.eq(cur_v[lo]),
                              sw.b.eq(cur[hi]), sw.b_valid.eq(cur_v[hi]),
@@ -226,12 +251,14 @@ class RedNet(wiring.Component):
                 m.d.sync += [nxt[lo].eq(sw.l), nxt_v[lo].eq(sw.l_valid),
                              nxt[hi].eq(sw.r), nxt_v[hi].eq(sw.r_valid)]
             rest = n - 1 - s
+            extra = self._add_stages - 1    # the switches' inner stages
             tr_next = Signal(name=f"stage{s}_transpose", reset_less=True)
-            m.d.sync += tr_next.eq(tr)
+            m.d.sync += tr_next.eq(delay(m, tr, extra, f"stage{s}_transpose_p"))
             if rest:
                 mode_next = Signal(rest * mbits, name=f"stage{s}_mode", reset_less=True)
                 bank_next = Signal(rest, name=f"stage{s}_bank", reset_less=True)
-                m.d.sync += [mode_next.eq(mode_word[mbits:]), bank_next.eq(bank_word[1:])]
+                m.d.sync += [mode_next.eq(delay(m, mode_word[mbits:], extra, f"stage{s}_mode_p")),
+                             bank_next.eq(delay(m, bank_word[1:], extra, f"stage{s}_bank_p"))]
                 mode_word, bank_word = mode_next, bank_next
             tr = tr_next
             cur, cur_v = nxt, nxt_v
@@ -249,7 +276,8 @@ def red_net(config) -> RedNet:
     # validate before constructing: a component that raises in __init__ would warn "never used"
     _check_ports_lanes(config.net_ports, config.lanes, config.acc_bits, what="reduction network")
     _check_switch(config.lanes, config.datatype, config.acc_bits)
-    return RedNet(ports=config.net_ports, lanes=config.lanes, datatype=config.datatype, width=config.acc_bits)
+    return RedNet(ports=config.net_ports, lanes=config.lanes, datatype=config.datatype, width=config.acc_bits,
+                  add_stages=config.add_latency)
 
 
 __all__ = ["SwitchMode", "MODE_BITS", "mode_word_bits", "AdderSwitch", "RedNet", "red_net"]

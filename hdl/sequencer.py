@@ -25,6 +25,7 @@ from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig
 from gen.design.isa import ADDR_BITS, BOUND_BITS, STRIDE_BITS
+from hdl.pipe import delay
 
 __all__ = ["GemmIssue", "OutputSequencer", "ChunkSequencer", "tile_step_shape"]
 
@@ -41,19 +42,25 @@ def _strides(op: str, levels: tuple[str, ...]) -> dict[str, In]:
 class GemmIssue(wiring.Component):
     """Issue side of a GEMM: which vector every cycle of a tile reads, and where.
 
-    Tiles start every ``period`` cycles (:func:`gen.design.isa.tile_period`), ``l0`` inner,
-    ``l1`` outer. Two walkers, one per stream, each with its own tile counters:
+    Tiles come in groups of ``q`` (:func:`gen.design.isa.interleave`: OS ``add_latency``, IS/WS
+    1), ``l0`` inner, ``l1`` outer; groups start every ``period`` cycles
+    (:func:`gen.design.isa.tile_period`). Two walkers, one per stream, each with its own tile
+    counters:
 
-    * the **IB walker** starts in the cycle after ``start``: per tile, OS streams ``K`` IB
+    * the **IB walker** starts in the cycle after ``start``: per group, OS streams ``q * K`` IB
       vectors, IS/WS makes ``loads`` IB loads (the stationary tile, into the CEs' shadow);
     * the **IA walker** starts ``vec_delay`` cycles later (IS/WS; OS: together) and streams
-      ``K`` IA vectors per tile.
+      ``q * K`` IA vectors per group.
 
-    In IS/WS the loads of tile ``i + 1`` thus overlap the vectors of tile ``i`` (they start
-    with its first vector, the ``swap`` that retires the shadow tile: :class:`hdl.ce.CE`), so
-    the period is ``max(K, loads)`` instead of ``loads``, then ``K``. The temporal address of
-    operand ``x`` is ``x_base + l1 * x_sl1 + l0 * x_sl0 + k * x_sk`` (``k`` counts that
-    operand's vectors or loads in the tile).
+    Within a group, cycle ``c = k * q + i`` carries vector ``k`` of the group's tile ``i`` (OS:
+    the PEs' accumulation loop of ``add_latency`` cycles, :class:`hdl.pe.PE`); a partial last
+    group leaves the slots of missing tiles empty. In IS/WS the loads of tile ``i + 1`` overlap
+    the vectors of tile ``i`` (they start with its first vector, the ``swap`` that retires the
+    shadow tile: :class:`hdl.ce.CE`), so the period is ``max(K, loads)`` instead of ``loads``,
+    then ``K``. The temporal address of operand ``x`` is ``x_base + l1 * x_sl1 + l0 * x_sl0 + k *
+    x_sk`` (``k`` counts that operand's vectors or loads in the tile): the first ``q`` cycles of
+    a group take the tiles' start addresses from the tile counters, later cycles the address of
+    ``q`` cycles before plus ``x_sk`` (a delay line of ``q - 1`` registers).
 
     Ports
     -----
@@ -72,6 +79,7 @@ class GemmIssue(wiring.Component):
 
     def __init__(self, config: FettaConfig):
         self._rows = config.ce_rows
+        self._slots = config.add_latency
         steps = tile_step_shape(config)
         super().__init__({
             "start": In(1), "stationary": In(1), "loads": In(steps), "vec_delay": In(steps),
@@ -84,46 +92,79 @@ class GemmIssue(wiring.Component):
             "a_bidx": Out(range(config.banks)), "b_bidx": Out(range(config.banks)),
         })
 
-    def _walker(self, m, op: str, start, window, period):
+    def _walker(self, m, op: str, start, window, period, q):
         """Tile counters and addresses of operand ``op``: ``window`` accesses at the start of every
-        ``period``-cycle tile from the cycle after ``start``. Returns (access this cycle, cycle in
-        the tile)."""
+        ``period``-cycle group of ``q`` tiles from the cycle after ``start``. Returns (access this
+        cycle, cycle in the group)."""
+        width = len(period)
         issuing = Signal(name=f"{op}_issuing")
-        pcnt = Signal(BOUND_BITS + 1, name=f"{op}_pcnt")     # cycle within the tile
+        pcnt = Signal(width, name=f"{op}_pcnt")          # cycle within the group
         l0 = Signal(BOUND_BITS, name=f"{op}_l0")
         l1 = Signal(BOUND_BITS, name=f"{op}_l1")
-        # start of the l1 iteration, of the tile, and this cycle's row
+        more = Signal(name=f"{op}_more")                 # tiles left for the tile counters
+        slot = Signal(name=f"{op}_slot")                 # this cycle's tile exists
+        # start of the l1 iteration, of the next tile, and this cycle's row
         r_l1, r_t = Signal(ADDR_BITS, name=f"t{op}_l1"), Signal(ADDR_BITS, name=f"t{op}_t")
         row = getattr(self, f"{op}_row")
         go = Signal(name=f"{op}_go")
-        m.d.comb += go.eq(issuing & (pcnt < window))
+        m.d.comb += go.eq(issuing & slot & (pcnt < window))
         stride = {lv: getattr(self, f"{op}_s{lv}") for lv in ("k", "l0", "l1")}
+        # this cycle's access, q cycles later (the same tile's next vector): a delay line
+        step = Signal(ADDR_BITS, name=f"{op}_step")
+        m.d.comb += step.eq(row + stride["k"])
+        later, later_slot = step, slot
+        if self._slots > 1:
+            lag_row = delay(m, step, self._slots - 1, f"{op}_lag")
+            lag_slot = delay(m, slot, self._slots - 1, f"{op}_lag_slot")
+            later = Mux(self.stationary, step, lag_row)
+            later_slot = Mux(self.stationary, slot, lag_slot)
         with m.If(start):
             base = getattr(self, f"{op}_base")
-            m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0), r_l1.eq(base), r_t.eq(base), row.eq(base)]
+            m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0), more.eq(1), slot.eq(1),
+                         r_l1.eq(base), r_t.eq(base), row.eq(base)]
         with m.Elif(issuing):
-            m.d.sync += pcnt.eq(pcnt + 1)
-            with m.If(go):
-                m.d.sync += row.eq(row + stride["k"])
-            with m.If(pcnt == period - 1):
-                m.d.sync += pcnt.eq(0)
+            # the tile counters step once per tile, in the first q cycles of a group
+            n_more, n_t = Signal(name=f"{op}_n_more"), Signal(ADDR_BITS, name=f"{op}_n_t")
+            m.d.comb += [n_more.eq(more), n_t.eq(r_t)]
+            with m.If((pcnt < q) & more):
                 with m.If(l0 == self.L0 - 1):
                     nxt = r_l1 + stride["l1"]
-                    m.d.sync += [l0.eq(0), l1.eq(l1 + 1), r_l1.eq(nxt), r_t.eq(nxt), row.eq(nxt)]
+                    m.d.sync += [l0.eq(0), l1.eq(l1 + 1), r_l1.eq(nxt)]
+                    m.d.comb += n_t.eq(nxt)
                     with m.If(l1 == self.L1 - 1):
-                        m.d.sync += issuing.eq(0)
+                        m.d.comb += n_more.eq(0)
                 with m.Else():
-                    nxt = r_t + stride["l0"]
-                    m.d.sync += [l0.eq(l0 + 1), r_t.eq(nxt), row.eq(nxt)]
+                    m.d.sync += l0.eq(l0 + 1)
+                    m.d.comb += n_t.eq(r_t + stride["l0"])
+            m.d.sync += [more.eq(n_more), r_t.eq(n_t), pcnt.eq(pcnt + 1)]
+            # the next cycle's access: a tile's start in the first q cycles of a group, else lagged
+            n_pcnt = Signal(width, name=f"{op}_n_pcnt")
+            m.d.comb += n_pcnt.eq(Mux(pcnt == period - 1, 0, pcnt + 1))
+            with m.If(n_pcnt < q):
+                m.d.sync += [row.eq(n_t), slot.eq(n_more)]
+            with m.Else():
+                m.d.sync += [row.eq(later), slot.eq(later_slot)]
+            with m.If(pcnt == period - 1):
+                m.d.sync += pcnt.eq(0)
+                with m.If(~n_more):
+                    m.d.sync += issuing.eq(0)
         return go, pcnt
 
     def elaborate(self, platform):
         m = Module()
         K, st, nload = self.K, self.stationary, self.loads
-        # max(K, loads) (IS/WS) or max(K, ce_rows) (OS: the Psum registers drain one row per cycle)
-        period = Signal(BOUND_BITS + 1, name="period")
-        q = Mux(st, nload, self._rows)
-        m.d.comb += period.eq(Mux(K > q, K, q))
+        S = self._slots
+        # tiles per group: 1 (IS/WS) or add_latency (OS, the PEs' accumulation loop)
+        q = Signal(range(S + 1), name="q")
+        m.d.comb += q.eq(Mux(st, 1, S))
+        # q * K vectors per group; period max(K, loads) (IS/WS) or q * max(K, ce_rows) (OS: the
+        # Psum registers drain one row per cycle)
+        width = BOUND_BITS + S.bit_length()
+        qk = Signal(width, name="qk")
+        period = Signal(width, name="period")
+        os_span = Mux(K > self._rows, K, self._rows)
+        m.d.comb += [qk.eq(Mux(st, K, K * S)),
+                     period.eq(Mux(st, Mux(K > nload, K, nload), os_span * S))]
         # IS/WS: the IA walker starts vec_delay cycles after the IB walker
         a_wait = Signal.like(self.vec_delay, name="a_wait")
         a_start = Signal(name="a_start")
@@ -132,10 +173,10 @@ class GemmIssue(wiring.Component):
             m.d.sync += a_wait.eq(Mux(st, self.vec_delay, 0))
         with m.Elif(a_wait != 0):
             m.d.sync += a_wait.eq(a_wait - 1)
-        a_go, a_pcnt = self._walker(m, "a", a_start, K, period)
-        b_go, b_pcnt = self._walker(m, "b", self.start, Mux(st, nload, K), period)
-        m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt == 0),
-                     self.last.eq(a_pcnt == K - 1), self.swap.eq(a_pcnt == 0),
+        a_go, a_pcnt = self._walker(m, "a", a_start, qk, period, q)
+        b_go, b_pcnt = self._walker(m, "b", self.start, Mux(st, nload, qk), period, q)
+        m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt < q),
+                     self.last.eq(a_pcnt + q >= qk), self.swap.eq(a_pcnt == 0),
                      self.ib_index.eq(b_pcnt[:len(self.ib_index)]),
                      self.a_bidx.eq(self.a_row[:len(self.a_bidx)]), self.b_bidx.eq(self.b_row[:len(self.b_bidx)])]
         return m
@@ -147,7 +188,11 @@ class OutputSequencer(wiring.Component):
     Every ``valid`` beat is one result row of every group: row ``r`` of tile
     ``(l1, l0)`` goes to ``o_base + l1 * o_sl1 + l0 * o_sl0 + r * o_sk`` (plus the group's
     spatial offset, added by the top). A tile has ``rows`` result rows
-    (:func:`gen.design.isa.out_rows`).
+    (:func:`gen.design.isa.out_rows`). The tiles come in groups of up to ``q`` (OS:
+    ``add_latency``, IS/WS: 1; :class:`GemmIssue`); a group delivers row 0 of each of its
+    ``n`` tiles, then row 1 of each, and so on. Rows 0 take the tile's start from the tile
+    counters; row ``r + 1`` of a tile is row ``r`` plus ``o_sk``, kept per tile in a slot
+    register (none when ``add_latency`` is 1).
 
     Ports
     -----
@@ -155,46 +200,110 @@ class OutputSequencer(wiring.Component):
         Restart at row 0 of the first tile (the GEMM's CHECK cycle); wins over ``valid``.
     valid : In(1)
         A result row arrives (the reduction network's ``red_valid``).
+    stationary : In(1)
+        IS/WS: one tile per group.
     rows, L0, L1 : In(BOUND_BITS); o_base : In(ADDR_BITS); o_sk, o_sl0, o_sl1 : In(STRIDE_BITS)
     row : Out(ADDR_BITS)
         Temporal output row address of this cycle's beat (register).
     final : Out(1)
         This beat is the GEMM's last row (combinational on ``valid``).
     later_l0 : Out(1)
-        This beat belongs to a tile with ``l0 > 0`` (for ``ACC_L0``).
+        This beat belongs to a tile with ``l0 > 0`` (for ``ACC_L0``; register).
     """
 
     def __init__(self, config: FettaConfig):
+        self._slots = config.add_latency
         super().__init__({
-            "start": In(1), "valid": In(1), "rows": In(BOUND_BITS), "L0": In(BOUND_BITS), "L1": In(BOUND_BITS),
+            "start": In(1), "valid": In(1), "stationary": In(1), "rows": In(BOUND_BITS),
+            "L0": In(BOUND_BITS), "L1": In(BOUND_BITS),
             "o_base": In(ADDR_BITS), **_strides("o", ("k", "l0", "l1")),
             "row": Out(ADDR_BITS), "final": Out(1), "later_l0": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
+        S = self._slots
         d_row = Signal(BOUND_BITS, name="d_row")
         to_l0 = Signal(BOUND_BITS, name="to_l0")
         to_l1 = Signal(BOUND_BITS, name="to_l1")
-        to_l1a = Signal(ADDR_BITS, name="to_l1a")     # start of the l1 iteration
-        to_t = Signal(ADDR_BITS, name="to_t")         # start of the tile
+        more = Signal(name="to_more")                  # tiles left for the tile counters
+        to_l1a = Signal(ADDR_BITS, name="to_l1a")      # start of the l1 iteration
+        to_t = Signal(ADDR_BITS, name="to_t")          # start of the next tile
         to_r = self.row
+        # the tile counters after this beat's step (a row-0 beat takes the next tile)
+        n_more, n_t, n_l0nz = Signal(name="n_more"), Signal(ADDR_BITS, name="n_t"), Signal(name="n_l0nz")
+        m.d.comb += [n_more.eq(more), n_t.eq(to_t), n_l0nz.eq(to_l0 != 0)]
+        with m.If(d_row == 0):
+            with m.If(to_l0 == self.L0 - 1):
+                nxt = to_l1a + self.o_sl1
+                m.d.comb += [n_t.eq(nxt), n_l0nz.eq(0), n_more.eq(to_l1 != self.L1 - 1)]
+            with m.Else():
+                m.d.comb += [n_t.eq(to_t + self.o_sl0), n_l0nz.eq(1)]
         last_row = d_row == self.rows - 1
-        m.d.comb += [self.final.eq(self.valid & last_row & (to_l0 == self.L0 - 1) & (to_l1 == self.L1 - 1)),
-                     self.later_l0.eq(to_l0 != 0)]
+        step = Signal(ADDR_BITS, name="o_step")
+        m.d.comb += step.eq(to_r + self.o_sk)
+        if S == 1:
+            last_slot = Signal(name="last_slot")
+            m.d.comb += last_slot.eq(1)
+        else:
+            slot = Signal(range(S), name="slot")            # tile of the group
+            n = Signal(range(S + 1), name="n")              # tiles in the group (known after row 0)
+            q = Mux(self.stationary, 1, S)
+            slot_row = [Signal(ADDR_BITS, name=f"slot_row{i}") for i in range(S)]
+            slot_l0nz = [Signal(name=f"slot_l0nz{i}") for i in range(S)]
+            last_slot = Signal(name="last_slot")
+            # row 0: the group ends where the tiles or the slots end
+            m.d.comb += last_slot.eq(Mux(d_row == 0, ~n_more | (slot == q - 1), slot == n - 1))
+        m.d.comb += [self.final.eq(self.valid & last_row & last_slot & ~n_more)]
         with m.If(self.start):
-            m.d.sync += [d_row.eq(0), to_l0.eq(0), to_l1.eq(0),
+            m.d.sync += [d_row.eq(0), to_l0.eq(0), to_l1.eq(0), more.eq(1), self.later_l0.eq(0),
                          to_l1a.eq(self.o_base), to_t.eq(self.o_base), to_r.eq(self.o_base)]
+            if S > 1:
+                m.d.sync += slot.eq(0)
         with m.Elif(self.valid):
-            m.d.sync += [d_row.eq(d_row + 1), to_r.eq(to_r + self.o_sk)]
-            with m.If(last_row):
-                m.d.sync += d_row.eq(0)
+            with m.If(d_row == 0):
                 with m.If(to_l0 == self.L0 - 1):
-                    nxt = to_l1a + self.o_sl1
-                    m.d.sync += [to_l0.eq(0), to_l1.eq(to_l1 + 1), to_l1a.eq(nxt), to_t.eq(nxt), to_r.eq(nxt)]
+                    m.d.sync += [to_l0.eq(0), to_l1.eq(to_l1 + 1), to_l1a.eq(n_t)]
                 with m.Else():
-                    nxt = to_t + self.o_sl0
-                    m.d.sync += [to_l0.eq(to_l0 + 1), to_t.eq(nxt), to_r.eq(nxt)]
+                    m.d.sync += to_l0.eq(to_l0 + 1)
+                m.d.sync += [to_t.eq(n_t), more.eq(n_more)]
+            if S == 1:
+                # one tile per group: its next row, or the next tile's first
+                with m.If(last_row):
+                    m.d.sync += [d_row.eq(0), to_r.eq(n_t), self.later_l0.eq(n_l0nz)]
+                with m.Else():
+                    m.d.sync += [d_row.eq(d_row + 1), to_r.eq(step)]
+            else:
+                with m.Switch(slot):
+                    for i in range(S):
+                        with m.Case(i):
+                            m.d.sync += slot_row[i].eq(step)
+                            with m.If(d_row == 0):
+                                m.d.sync += slot_l0nz[i].eq(self.later_l0)
+                with m.If(d_row == 0):
+                    m.d.sync += n.eq(slot + 1)
+                with m.If(last_slot):
+                    m.d.sync += slot.eq(0)
+                    with m.If(last_row):
+                        # the next group's first tile
+                        m.d.sync += [d_row.eq(0), to_r.eq(n_t), self.later_l0.eq(n_l0nz)]
+                    with m.Else():
+                        # row r + 1 of the group's first tile (the only one: this beat's own step)
+                        m.d.sync += d_row.eq(d_row + 1)
+                        with m.If(slot == 0):
+                            m.d.sync += to_r.eq(step)
+                        with m.Else():
+                            m.d.sync += [to_r.eq(slot_row[0]), self.later_l0.eq(slot_l0nz[0])]
+                with m.Else():
+                    m.d.sync += slot.eq(slot + 1)
+                    with m.If(d_row == 0):
+                        # row 0 of the next tile
+                        m.d.sync += [to_r.eq(n_t), self.later_l0.eq(n_l0nz)]
+                    with m.Else():
+                        with m.Switch(slot):
+                            for i in range(S - 1):
+                                with m.Case(i):
+                                    m.d.sync += [to_r.eq(slot_row[i + 1]), self.later_l0.eq(slot_l0nz[i + 1])]
         return m
 
 

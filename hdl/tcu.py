@@ -23,8 +23,9 @@ a_tr, b_tr, o_tr : In(1)
     reduction network (Psums entering with it); quasi-static (:class:`gen.design.isa.Transpose`).
 red : Out(lanes * acc_bits).array(num_ces), red_valid : Out(1)
     Group ``g``'s sum (``red[g]``) of the CE output of cycle ``u`` appears in
-    ``u + log2(ports)`` with ``red_valid``. CE outputs: OS row ``r`` ``r + 2`` cycles after
-    the tile's last vector, IS/WS ``ce_rows + 1`` cycles after its vector.
+    ``u + log2(ports) * add_latency`` with ``red_valid``. CE outputs: OS row ``r``
+    ``r * add_latency + mul_latency + add_latency`` cycles after the tile's last vector, IS/WS
+    ``ce_rows * add_latency + mul_latency`` cycles after its vector (:class:`hdl.ce.CE`).
 """
 
 from amaranth import Cat, Const, Module, Signal
@@ -43,8 +44,8 @@ class TCU(wiring.Component):
     """The tensor contraction unit of ``config`` (module docstring: ports and timing).
 
     Rows entering in cycle ``t`` reach the CEs in ``t + 1`` (the distribution networks'
-    register); a group's reduced Psum row leaves ``log2(ports)`` cycles after its CEs
-    emitted it (``red``, ``red_valid``).
+    register); a group's reduced Psum row leaves ``log2(ports) * add_latency`` cycles after its
+    CEs emitted it (``red``, ``red_valid``).
     """
 
     def __init__(self, config: FettaConfig):
@@ -70,7 +71,8 @@ class TCU(wiring.Component):
         EB, AB = cfg.elem_bits, cfg.acc_bits
         m.submodules.dist_a = da = DistNet(ports=N, lanes=L, width=EB, valid=False)
         m.submodules.dist_b = db = DistNet(ports=N, lanes=L, width=EB, valid=False)
-        m.submodules.red_net = rn = RedNet(ports=N, lanes=L, datatype=cfg.datatype, width=AB)
+        m.submodules.red_net = rn = RedNet(ports=N, lanes=L, datatype=cfg.datatype, width=AB,
+                                           add_stages=cfg.add_latency)
         for net, rows, sel, bidx, tr in ((da, self.ia_rows, self.a_sel, self.a_bidx, self.a_tr),
                                          (db, self.ib_rows, self.b_sel, self.b_bidx, self.b_tr)):
             m.d.comb += [net.i_data.as_value().eq(Cat(*rows)),
@@ -84,7 +86,8 @@ class TCU(wiring.Component):
         psums, valids = [], []
         for c in range(E):
             ce = CE(rows=cfg.ce_rows, cols=cfg.ce_cols, datatype=cfg.datatype, int_width=cfg.int_width,
-                    int_acc_width=cfg.int_acc_width, status=False)
+                    int_acc_width=cfg.int_acc_width, mul_latency=cfg.mul_latency, add_latency=cfg.add_latency,
+                    status=False)
             m.submodules[f"ce{c}"] = ce
             m.d.comb += [ce.mode.eq(self.mode),
                          ce.ia.data.as_value().eq(da.o_data[c].as_value()),

@@ -26,7 +26,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig, check_accelerator
-from gen.design.isa import ADDR_BITS, CYCLE_BITS, HOST_ADDR_BITS, INSTR_BITS, ErrorCode, Flag, Geometry, Opcode
+from gen.design.isa import (ADDR_BITS, CYCLE_BITS, HOST_ADDR_BITS, INSTR_BITS, ErrorCode, Flag, Geometry, Opcode,
+                            vec_tail)
 
 from hdl.accum import AccumAdd, Narrow, Widen
 from hdl.controller import Decoder, flag
@@ -174,7 +175,8 @@ class Fetta(wiring.Component):
         m.submodules.gemm = gemm = GemmIssue(cfg)
         m.submodules.out = out = OutputSequencer(cfg)
         m.submodules.move = move = ChunkSequencer(rows=cfg.banks, stages=1)
-        m.submodules.vec = vec = ChunkSequencer(rows=geo.vec_rows, stages=2, u_stages=1)
+        vw = vec_tail(geo)    # the VEC write stage
+        m.submodules.vec = vec = ChunkSequencer(rows=geo.vec_rows, stages=vw, u_stages=1)
         m.submodules.vector = vu = P["vector"](cfg, lanes=geo.vec_rows * cfg.lanes, valid=False)
 
         run = _RunState(cfg)
@@ -195,7 +197,7 @@ class Fetta(wiring.Component):
         self._unified_reads(m, banks, umem, dec, gemm, move, vec, is_store, F)
 
         _drive_fields(m, F, out)
-        m.d.comb += [out.rows.eq(dec.out_rows), out.valid.eq(tcu.red_valid)]
+        m.d.comb += [out.rows.eq(dec.out_rows), out.valid.eq(tcu.red_valid), out.stationary.eq(dec.stationary)]
         g_addr = [Signal(ADDR_BITS, name=f"o_addr{g}") for g in range(cfg.num_ces)]
         for g in range(cfg.num_ces):
             m.d.comb += g_addr[g].eq(out.row + dec.o_off[g])
@@ -210,22 +212,22 @@ class Fetta(wiring.Component):
             wb_addr.append(Signal(ADDR_BITS, name=f"wb_addr{g}"))
             m.d.comb += wb_addr[g].eq(F["w_base"] + w_addr[g] - F["o_base"])
         vec_w_addr = []       # VEC write-back rows
-        for j, a in enumerate(vec.a_addr[2]):
+        for j, a in enumerate(vec.a_addr[vw]):
             vec_w_addr.append(Signal(ADDR_BITS, name=f"vec_w_addr{j}"))
             m.d.comb += vec_w_addr[j].eq(F["w_base"] + a - F["o_base"])
         # the write ports' sources by priority: a GEMM's write stage, a move's stage 1, a VEC's
-        # stage 2 (one instruction runs at a time), then the host (accumulation unit, while idle)
+        # stage vec_tail (one instruction runs at a time), then the host (accumulation unit, while idle)
         E, AW, RW = cfg.num_ces, cfg.lanes * cfg.acc_bits, cfg.lanes * cfg.elem_bits
         acc_sources = [
             (w_valid, [(dec.group_active[g], w_addr[g], new[g][0]) for g in range(E)]),
             (move.valid[1] & ~is_store, [(None, a, d) for a, d in zip(move.a_addr[1], mv_widen)]),
-            (vec.valid[2], [(None, a, vu.o[j * AW:(j + 1) * AW]) for j, a in enumerate(vec.a_addr[2])]),
+            (vec.valid[vw], [(None, a, vu.o[j * AW:(j + 1) * AW]) for j, a in enumerate(vec.a_addr[vw])]),
             (host_acc_we, [(None, self.host_addr, self.host_wdata)]),
         ]
         unified_sources = [
             (w_valid & wb, [(dec.group_active[g], wb_addr[g], new[g][1]) for g in range(E)]),
             (move.valid[1] & is_store, [(None, a, d) for a, d in zip(move.u_addr[1], mv_narrow)]),
-            (vec.valid[2] & wb, [(None, a, vu.o_narrow[j * RW:(j + 1) * RW]) for j, a in enumerate(vec_w_addr)]),
+            (vec.valid[vw] & wb, [(None, a, vu.o_narrow[j * RW:(j + 1) * RW]) for j, a in enumerate(vec_w_addr)]),
         ]
         self._write_ports(m, banks, amem, acc_sources)
         self._write_ports(m, banks, umem, unified_sources)
@@ -386,8 +388,8 @@ class Fetta(wiring.Component):
 
     def _vector(self, m, banks, umem, amem, vu, vec, F) -> None:
         """The vector unit's operands: the chunk at stage 1 of the VEC sequencer, its unified rows
-        (``x``) and accumulation rows (``y``) as read; the unit's result is valid at stage 2
-        (``vu.o``, ``vu.o_narrow``, one register)."""
+        (``x``) and accumulation rows (``y``) as read; the unit's result is valid at stage
+        :func:`~gen.design.isa.vec_tail` (``vu.o``, ``vu.o_narrow``, ``vu.latency`` cycles later)."""
         cfg = self._cfg
         AW, RW = cfg.lanes * cfg.acc_bits, cfg.lanes * cfg.elem_bits
         m.d.comb += [vu.op.eq(F["mode"][:len(vu.op)]), vu.scalar.eq(F["scalar"])]
@@ -454,7 +456,7 @@ class Fetta(wiring.Component):
                     m.d.sync += run.pc.eq(run.pc + 1)
                     m.next = "FETCH"
             # an instruction ends when its last row is written
-            for state, last in (("GEMM", w_final), ("MOVE", move.last[1]), ("VEC", vec.last[2])):
+            for state, last in (("GEMM", w_final), ("MOVE", move.last[1]), ("VEC", vec.last[vec_tail(self._geo)])):
                 with m.State(state):
                     with m.If(last):
                         m.d.sync += run.pc.eq(run.pc + 1)

@@ -38,13 +38,16 @@ o : Out(lanes * acc_bits)   result (FP32 / integer)
 o_narrow : Out(lanes * elem_bits)  result rounded to bfloat16 (or its low ``int_width`` bits)
 o_valid : Out(1)
 
-Timing: one pipeline register (stage ``p1``) after the multiplier (:class:`hdl.fp.BF16Mul`
-and the ``y`` operand / operation code). ``o``, ``o_narrow`` and ``o_valid`` are
-combinational from that register (adder, RELU mux and the bfloat16 rounder), so
-they are valid **one cycle** after the operands; a new set of operands is accepted
-every cycle. The top (:class:`hdl.top.Fetta`) writes ``o`` into the memories at the
-end of that cycle, so the long path is ``p1`` -> FP32Add -> FP32ToBF16 -> memory,
-the same as the accumulation unit's ``AccumAdd`` -> ``Narrow`` path.
+Timing (``M = mul_latency``, ``S = add_latency`` of the configuration): the multiplier
+(:class:`hdl.fp.BF16Mul`, ``M - 1`` inner stages) ends in the stage register ``p1``
+(product, ``y``, operation code) ``M`` cycles after the operands; the adder
+(:class:`hdl.fp.FP32Add`) has ``S - 1`` inner stages, and the SCALE / RELU results and the
+operation code wait in delay registers beside it. ``o``, ``o_narrow`` and ``o_valid`` are
+combinational from the last stage (the adder's output, the result mux, the bfloat16
+rounder), so they are valid **M + S - 1 cycles** after the operands (1 with the default
+latencies); a new set of operands is accepted every cycle. The top (:class:`hdl.top.Fetta`)
+writes ``o`` into the memories at the end of that cycle: the memory write is the adder's
+``S``-th register.
 """
 
 from amaranth import Module, Mux, Signal, signed
@@ -56,6 +59,7 @@ from gen.design.isa import BF16_ONE, SCALAR_BITS, VecOp, vector_rows
 from gen.errors import ConfigError
 
 from hdl.fp import F32_QNAN, BF16Mul, FP32Add, FP32ToBF16
+from hdl.pipe import delay
 
 __all__ = ["VectorUnit", "vector_unit", "vec_rows"]
 
@@ -89,7 +93,7 @@ class VectorUnit(wiring.Component):
         carries the chunk's valid through the same stages.
 
     Ports: ``op``, ``scalar``, ``valid``, ``x``, ``y`` in; ``o``, ``o_narrow``, ``o_valid`` out,
-    valid one cycle after the operands (one pipeline register), one set of operands per cycle.
+    valid :attr:`latency` cycles after the operands, one set of operands per cycle.
     """
 
     def __init__(self, config: FettaConfig, *, lanes: int | None = None, valid: bool = True):
@@ -108,17 +112,21 @@ class VectorUnit(wiring.Component):
         }
         super().__init__({k: v for k, v in members.items() if valid or k not in ("valid", "o_valid")})
 
+    @property
+    def latency(self) -> int:
+        """Cycles from the operands to ``o`` (``mul_latency + add_latency - 1``)."""
+        return self._cfg.mul_latency + self._cfg.add_latency - 1
+
     def elaborate(self, platform):
         m = Module()
         cfg = self._cfg
+        M, S = cfg.mul_latency, cfg.add_latency
         EB, AB = cfg.elem_bits, cfg.acc_bits
         is_float = cfg.datatype == "bf16"
-        p1_op = Signal(VecOp, name="p1_op")
-        m.d.sync += p1_op.eq(self.op)
+        p1_op = delay(m, self.op, M, "p1_op")
+        o_op = delay(m, p1_op, S - 1, "o_op")
         if self._valid:
-            p1_valid = Signal(name="p1_valid")
-            m.d.sync += p1_valid.eq(self.valid)
-            m.d.comb += self.o_valid.eq(p1_valid)
+            m.d.comb += self.o_valid.eq(delay(m, self.valid, self.latency, "o_valid"))
         # ADD multiplies by one so that ADD and AXPY share the datapath
         mul_b = Signal(SCALAR_BITS, name="mul_b")
         m.d.comb += mul_b.eq(Mux(self.op == VecOp.ADD, BF16_ONE if is_float else 1, self.scalar))
@@ -128,20 +136,19 @@ class VectorUnit(wiring.Component):
             o = self.o[i * AB:(i + 1) * AB]
             on = self.o_narrow[i * EB:(i + 1) * EB]
             p1_prod = Signal(AB, name=f"p1_prod{i}")
-            p1_y = Signal(AB, name=f"p1_y{i}")
-            m.d.sync += p1_y.eq(y)
+            p1_y = delay(m, y, M, f"p1_y{i}")
             res = Signal(AB, name=f"res{i}")
             if is_float:
-                m.submodules[f"mul{i}"] = mul = BF16Mul()
+                m.submodules[f"mul{i}"] = mul = BF16Mul(stages=M - 1) if M > 1 else BF16Mul()
                 m.d.comb += [mul.a.eq(x), mul.b.eq(mul_b)]
                 m.d.sync += p1_prod.eq(mul.o)
-                m.submodules[f"add{i}"] = add = FP32Add()
+                m.submodules[f"add{i}"] = add = FP32Add(stages=S - 1) if S > 1 else FP32Add()
                 m.d.comb += [add.a.eq(p1_y), add.b.eq(p1_prod)]
                 ye, yf = p1_y[23:31], p1_y[0:23]
                 y_nan = (ye == 0xFF) & (yf != 0)
                 # DAZ: a zero exponent is a zero, so only normal positive values (and +inf) pass
                 y_pos = ~p1_y[31] & (ye != 0)
-                relu = Mux(y_nan, F32_QNAN, Mux(y_pos, p1_y, 0))
+                relu = delay(m, Mux(y_nan, F32_QNAN, Mux(y_pos, p1_y, 0)), S - 1, f"relu{i}")
                 m.submodules[f"cvt{i}"] = cvt = FP32ToBF16()
                 m.d.comb += [cvt.a.eq(res), on.eq(cvt.o)]
                 sum_ = add.o
@@ -149,15 +156,16 @@ class VectorUnit(wiring.Component):
                 # the assignment sign-extends (or wraps) the signed product to acc_bits
                 prod = Signal(signed(EB + SCALAR_BITS), name=f"prod{i}")
                 m.d.comb += prod.eq(x.as_signed() * mul_b.as_signed())
-                m.d.sync += p1_prod.eq(prod)
-                sum_ = (p1_y + p1_prod)[:AB]
-                relu = Mux(p1_y[AB - 1], 0, p1_y)
+                m.d.sync += p1_prod.eq(delay(m, prod, M - 1, f"prod{i}"))
+                sum_ = delay(m, (p1_y + p1_prod)[:AB], S - 1, f"sum{i}")
+                relu = delay(m, Mux(p1_y[AB - 1], 0, p1_y), S - 1, f"relu{i}")
                 m.d.comb += on.eq(res[:EB])
-            with m.Switch(p1_op):
+            scale = delay(m, p1_prod, S - 1, f"scale{i}")
+            with m.Switch(o_op):
                 with m.Case(VecOp.ADD, VecOp.AXPY):
                     m.d.comb += res.eq(sum_)
                 with m.Case(VecOp.SCALE):
-                    m.d.comb += res.eq(p1_prod)
+                    m.d.comb += res.eq(scale)
                 with m.Case(VecOp.RELU):
                     m.d.comb += res.eq(relu)
             m.d.comb += o.eq(res)

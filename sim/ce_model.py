@@ -169,6 +169,9 @@ class CEProgram:
     result: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
     #: OS with an accumulator: C = acc + assembled tile results (bit patterns of acc, row major)
     post_acc: list[int] | None = None
+    #: the PEs' multiplier and adder latencies
+    mul_latency: int = 1
+    add_latency: int = 1
 
     @property
     def macs(self) -> int:
@@ -208,8 +211,10 @@ class _Trace:
 
 
 def ce_program(mode, A, B, acc=None, *, rows: int = 4, cols: int = 4, datatype: str = "bf16",
-               int_width: int = 16, int_acc_width: int = 48) -> CEProgram:
-    """The stimulus and the expected Psums of ``A @ B (+ acc)`` in ``mode`` (see the module docstring)."""
+               int_width: int = 16, int_acc_width: int = 48, mul_latency: int = 1,
+               add_latency: int = 1) -> CEProgram:
+    """The stimulus and the expected Psums of ``A @ B (+ acc)`` in ``mode`` (see the module docstring)
+    on a CE whose PEs have ``mul_latency`` and ``add_latency``."""
     mode = _mode(mode)
     ar = _Arith(datatype, int_width, int_acc_width)
     A = ar.operands(A)
@@ -222,7 +227,7 @@ def ce_program(mode, A, B, acc=None, *, rows: int = 4, cols: int = 4, datatype: 
         raise ValueError(f"empty GEMM {M}x{N}x{K}")
     if acc is not None:
         acc = ar.accs(np.broadcast_to(acc, (M, N)))
-    prog = CEProgram(mode, rows, cols, datatype, (M, N, K), 0)
+    prog = CEProgram(mode, rows, cols, datatype, (M, N, K), 0, mul_latency=mul_latency, add_latency=add_latency)
     tr = _Trace(max(rows, cols), cols)
     if not mode.output_stationary:
         _stationary_schedule(prog, tr, ar, A, B, acc)
@@ -261,7 +266,7 @@ def _stationary_schedule(prog: CEProgram, tr: _Trace, ar: _Arith, A, B, acc) -> 
     a_t = None if acc is None else (acc if ws else acc.T)   # [S, outer*C]
     L = R if not mode.horizontal else Cc
     first = Cc if mode.horizontal else 1
-    Ls = R + 1
+    Ls = R * prog.add_latency + prog.mul_latency
     s_prev = l_prev = None
     prev_ids: list[int] | None = None
     for o in range(outer):
@@ -354,33 +359,36 @@ def _os_schedule(prog: CEProgram, tr: _Trace, ar: _Arith, A, B) -> None:
     else:
         Xa = _pad(B.T.copy(), (ceil(N / R) * R, K), ar)
         Yb = _pad(A.T.copy(), (K, ceil(M / Cc) * Cc), ar)
-    t_i = 0
-    last_prev = None
-    for ot in range(Xa.shape[0] // R):
-        for it in range(Yb.shape[1] // Cc):
-            if last_prev is not None:
-                t_i = max(t_i + K, last_prev + R - (K - 1))
+    # groups of SA = add_latency tiles, interleaved vector by vector (hdl.pe.PE: the adder loop)
+    SA, MA = prog.add_latency, prog.mul_latency
+    tiles = [(ot, it) for ot in range(Xa.shape[0] // R) for it in range(Yb.shape[1] // Cc)]
+    last_emit = 0
+    for g0 in range(0, len(tiles), SA):
+        t_g = (g0 // SA) * SA * max(K, R)
+        rows_out = []
+        for i, (ot, it) in enumerate(tiles[g0:g0 + SA]):
             X = Xa[ot * R:(ot + 1) * R, :]   # R x K
             Y = Yb[:, it * Cc:(it + 1) * Cc]  # K x C
             P = ar.zeros((R, Cc))
             for k in range(K):
                 P = ar.mac(P, X[:, k:k + 1], Y[k:k + 1, :])
             for k in range(K):
-                c = tr.at(t_i + k)
+                c = tr.at(t_g + k * SA + i)
                 c["ia"] = ar.op_bits(X[:, k])
                 c["first"], c["last"] = int(k == 0), int(k == K - 1)
                 c["ib"] = ar.op_bits(np.concatenate([Y[k, :], ar.zeros(tr.lanes_ib - Cc)]))
-            t_last = t_i + K - 1
-            for r in range(R):
-                j = tr.emit(t_last + r + 2, r, P[r, :])
-                lanes = []
-                for c_ in range(Cc):
-                    i, jj = (ot * R + r, it * Cc + c_) if ab else (it * Cc + c_, ot * R + r)
-                    if i < M and jj < N:
-                        lanes.append((c_, i, jj))
-                prog.result[j] = lanes
-            last_prev = t_last
-    prog.cycles = last_prev + R + 1 + 1
+            t_last = t_g + (K - 1) * SA + i
+            rows_out += [(t_last + r * SA + MA + SA, r, P[r, :], ot, it) for r in range(R)]
+        for cycle, r, vals, ot, it in sorted(rows_out, key=lambda x: x[0]):
+            j = tr.emit(cycle, r, vals)
+            lanes = []
+            for c_ in range(Cc):
+                i, jj = (ot * R + r, it * Cc + c_) if ab else (it * Cc + c_, ot * R + r)
+                if i < M and jj < N:
+                    lanes.append((c_, i, jj))
+            prog.result[j] = lanes
+            last_emit = cycle
+    prog.cycles = last_emit + 1
 
 
 def assemble(prog: CEProgram, vectors: list[list[int]]) -> np.ndarray:
@@ -408,7 +416,8 @@ def ce_result(prog: CEProgram, vectors: list[list[int]], *, int_width: int = 16,
 
 
 def ce_gemm(mode, A, B, acc=None, *, rows: int = 4, cols: int = 4, datatype: str = "bf16",
-            int_width: int = 16, int_acc_width: int = 48) -> tuple[np.ndarray, int]:
+            int_width: int = 16, int_acc_width: int = 48, mul_latency: int = 1,
+            add_latency: int = 1) -> tuple[np.ndarray, int]:
     """``(C, cycles)`` of ``A @ B (+ acc)`` on one CE in ``mode``, bit-exact with the RTL.
 
     bf16: ``A``, ``B`` are rounded to bfloat16 (and flushed) as the PE sees them;
@@ -416,15 +425,17 @@ def ce_gemm(mode, A, B, acc=None, *, rows: int = 4, cols: int = 4, datatype: str
     wrapped to ``int_acc_width`` bits.
     """
     prog = ce_program(mode, A, B, acc, rows=rows, cols=cols, datatype=datatype, int_width=int_width,
-                      int_acc_width=int_acc_width)
+                      int_acc_width=int_acc_width, mul_latency=mul_latency, add_latency=add_latency)
     vectors = [lanes for _, _, lanes in prog.expected]
     return ce_result(prog, vectors, int_width=int_width, int_acc_width=int_acc_width), prog.cycles
 
 
-def ce_cycles(mode, M: int, N: int, K: int, *, rows: int = 4, cols: int = 4) -> int:
+def ce_cycles(mode, M: int, N: int, K: int, *, rows: int = 4, cols: int = 4, mul_latency: int = 1,
+              add_latency: int = 1) -> int:
     """Cycle count of the schedule for an ``M x N x K`` GEMM (no data needed)."""
     mode = _mode(mode)
     R, Cc = rows, cols
+    lat = R * add_latency + mul_latency
     if not mode.output_stationary:
         ws = mode in (CEMode.WS_V, CEMode.WS_H)
         S, outer = (M, ceil(N / Cc)) if ws else (N, ceil(M / Cc))
@@ -440,11 +451,15 @@ def ce_cycles(mode, M: int, N: int, K: int, *, rows: int = 4, cols: int = 4) -> 
                     l_i = max(l_prev + L, s_prev)
                     s_i = max(s_prev + S, l_i + first)
                     if kt > 0:
-                        s_i = max(s_i, s_prev + R + 1 + FEEDBACK)
+                        s_i = max(s_i, s_prev + lat + FEEDBACK)
                 s_prev, l_prev = s_i, l_i
-        return s_prev + S + R + 1
+        return s_prev + S + lat
     tiles = (ceil(M / R) * ceil(N / Cc)) if mode == CEMode.OS_AB else (ceil(N / R) * ceil(M / Cc))
-    return (tiles - 1) * max(K, R) + K + R + 1
+    q = add_latency
+    groups = ceil(tiles / q)
+    slots = tiles - (groups - 1) * q
+    # last row of the last tile: (K - 1) * q + slots - 1 into the last group, then lat
+    return (groups - 1) * q * max(K, R) + (K - 1) * q + slots - 1 + lat + 1
 
 
 def fp32_error_bound(A, B, acc=None, *, k_steps: int | None = None) -> np.ndarray:

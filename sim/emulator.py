@@ -29,7 +29,7 @@ import numpy as np
 
 from gen.design.config import FettaConfig
 from gen.design.isa import (OVERHEAD, START_CYCLES, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode,
-                     exec_cycles, gemm_macs, group_offsets, horizontal, loads, stationary, transposed)
+                            interleave, exec_cycles, gemm_macs, group_offsets, horizontal, loads, stationary, transposed)
 
 from sim import bf16 as fp
 from sim.vector_ref import vec_ref
@@ -187,16 +187,18 @@ class Emulator:
         o_tiles = self._tiles(ins, "o")
         goff = np.asarray(group_offsets(ins))
         write_back = bool(ins.flags & Flag.WB)
-        for t in range(T):
+        # the hardware's write order: per group of interleaved tiles (OS), row by row, tile by tile
+        q = interleave(ins, self.geo)
+        order = [(t, i) for g0 in range(0, T, q) for i in range(rows) for t in range(g0, min(g0 + q, T))]
+        for t, i in order:
             accumulate = bool(ins.flags & Flag.ACC) or (bool(ins.flags & Flag.ACC_L0) and t % ins.L0 > 0)
-            for i in range(rows):
-                addr = ins.o_base + o_tiles[t] + goff + i * ins.o_sk
-                new = psum_bits[t, :, i, :]
-                if accumulate:
-                    new = self._acc_add(self.accum[addr], new)
-                self.accum[addr] = new
-                if write_back:
-                    self.unified[half][ins.w_base + (addr - ins.o_base)] = self._narrow(new)
+            addr = ins.o_base + o_tiles[t] + goff + i * ins.o_sk
+            new = psum_bits[t, :, i, :]
+            if accumulate:
+                new = self._acc_add(self.accum[addr], new)
+            self.accum[addr] = new
+            if write_back:
+                self.unified[half][ins.w_base + (addr - ins.o_base)] = self._narrow(new)
 
     def _acc_add(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
         if self.is_float:

@@ -153,6 +153,33 @@ def test_ce_amaranth_shapes(shape):
         assert np.array_equal(Cres.astype(np.int64), A @ B)
 
 
+@pytest.mark.parametrize("datatype", ["int16", "bf16"])
+@pytest.mark.parametrize("latencies", [(2, 3), (1, 2)], ids=lambda x: f"M{x[0]}S{x[1]}")
+def test_ce_amaranth_latencies(latencies, datatype):
+    """Pipelined PEs: every mapping, cycle and bit exact with the model at other multiplier and
+    adder latencies (OS interleaves ``add_latency`` tiles; the skew is ``add_latency`` per row)."""
+    ml, al = latencies
+    rng = np.random.default_rng(7 * ml + al)
+    dut = CE(rows=3, cols=2, datatype=datatype, mul_latency=ml, add_latency=al)
+    kw = dict(rows=3, cols=2, datatype=datatype, mul_latency=ml, add_latency=al)
+    for mode in CEMode:
+        for M, N, K in [(7, 5, 6), (2, 9, 1)]:
+            if datatype == "int16":
+                A, B = rng.integers(-2**15, 2**15, (M, K)), rng.integers(-2**15, 2**15, (K, N))
+            else:
+                A, B = bf16_operands(rng, (M, K), special=0.05), bf16_operands(rng, (K, N), special=0.05)
+            prog = ce_program(mode, A, B, **kw)
+            assert prog.cycles == ce_cycles(mode, M, N, K, rows=3, cols=2, mul_latency=ml, add_latency=al)
+            got = run_amaranth(dut, prog)
+            check_against_model(prog, got)
+            Cres = ce_result(prog, [v for _, _, v in got])
+            if datatype == "int16":
+                assert np.array_equal(Cres.astype(np.int64), A @ B)
+            else:
+                model, _ = ce_gemm(mode, A, B, **kw)
+                assert np.array_equal(Cres.view(np.uint32), model.view(np.uint32))
+
+
 # --- parameters and errors ---------------------------------------------------------------
 
 

@@ -36,19 +36,28 @@ def ref_cvt(a):
 
 
 def simulate(dut, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """Apply every vector to the combinational ``dut`` and return ``o`` for each."""
+    """Apply every vector to ``dut`` and return ``o`` for each: combinational blocks vector by
+    vector, pipelined ones (``dut.latency`` > 0) one vector per clock cycle, back to back, reading
+    vector ``i``'s result ``latency`` cycles after it was presented."""
     names = list(inputs)
     columns = [np.asarray(inputs[n]).astype(np.int64).tolist() for n in names]
     out: list[int] = []
     ports = [getattr(dut, n) for n in names]
+    lat = getattr(dut, "latency", 0)
+    n = len(columns[0])
 
     async def tb(ctx):
-        for values in zip(*columns):
-            for port, v in zip(ports, values):
-                ctx.set(port, v)
-            out.append(ctx.get(dut.o))
+        for t in range(n + lat):
+            for port, col in zip(ports, columns):
+                ctx.set(port, col[t] if t < n else 0)
+            if t >= lat:
+                out.append(ctx.get(dut.o))
+            if lat:
+                await ctx.tick()
 
     sim = Simulator(dut)
+    if lat:
+        sim.add_clock(1e-9)
     sim.add_testbench(tb)
     sim.run()
     return np.array(out, dtype=np.uint64)
@@ -166,6 +175,36 @@ def test_bf16_mul_random(chunk):
     a, b = bf16_pairs(np.random.default_rng(2000 + chunk), 51_000)  # 102,000 pairs
     got = simulate(BF16Mul(), {"a": a, "b": b})
     check(got, ref_mul(a, b), {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("stages", range(1, 7))
+def test_fp32_add_pipelined(stages):
+    """Every inner stage count: the same results, one pair per cycle (random pairs, near
+    cancellation, far exponents, ties and every pair of special values)."""
+    a, b = f32_pairs(np.random.default_rng(4000 + stages), 6_000)
+    sa, sb = np.meshgrid(F32_SPECIAL, F32_SPECIAL)
+    a, b = np.concatenate([a, sa.ravel()]), np.concatenate([b, sb.ravel()])
+    dut = FP32Add(stages=stages)
+    assert dut.latency == stages
+    check(simulate(dut, {"a": a, "b": b}), ref_add(a, b), {"a": a, "b": b})
+
+
+def test_bf16_mul_pipelined():
+    a, b = bf16_pairs(np.random.default_rng(4100), 10_000)
+    sa, sb = np.meshgrid(BF16_SPECIAL, BF16_SPECIAL)
+    a, b = np.concatenate([a, sa.ravel()]), np.concatenate([b, sb.ravel()])
+    dut = BF16Mul(stages=1)
+    assert dut.latency == 1
+    check(simulate(dut, {"a": a, "b": b}), ref_mul(a, b), {"a": a, "b": b})
+
+
+def test_stage_arguments():
+    with pytest.raises(ValueError, match="between 0 and 6"):
+        FP32Add(stages=7)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        BF16Mul(stages=2)
+    with pytest.raises(TypeError, match="integer"):
+        FP32Add(stages=1.5)
 
 
 def test_fp32_to_bf16_random():

@@ -89,13 +89,17 @@ def beats(draw, N, L, datatype, W, count=4):
 SHAPES = [(2, 1, "int16", 8), (4, 2, "int16", 12), (8, 2, "int16", 32), (4, 2, "bf16", 32), (8, 1, "bf16", 32)]
 
 
+@pytest.mark.parametrize("add_stages", [1, 3])
 @pytest.mark.parametrize("N,L,dt,W", SHAPES)
 @settings(max_examples=10)
 @given(st.data())
-def test_rtl_matches_model_random_controls(N, L, dt, W, data):
-    """Random modes, bank indices, transposes, data and valids, changing every cycle: RTL == model."""
+def test_rtl_matches_model_random_controls(N, L, dt, W, add_stages, data):
+    """Random modes, bank indices, transposes, data and valids, changing every cycle: RTL == model,
+    with one-cycle levels and with 3-cycle levels (pipelined adders, everything else delayed)."""
     bs = data.draw(beats(N, L, dt, W))
-    got = simulate(RedNet(ports=N, lanes=L, datatype=dt, width=W), bs)
+    dut = RedNet(ports=N, lanes=L, datatype=dt, width=W, add_stages=add_stages)
+    assert dut.latency == dut.levels * add_stages
+    got = simulate(dut, bs)
     add = sm.adder_for(dt, W)
     assert len(got) == len(bs)
     for beat, (od, ov) in zip(bs, got):
@@ -140,8 +144,9 @@ def test_adder_switch_all_modes(dt, W, data):
         assert nm.adder_switch(nm.ADD_LEFT, a, 1, b, 1, add)[0][0] == want
 
 
+@pytest.mark.parametrize("add_stages", [1, 4])
 @pytest.mark.parametrize("dt,W", [("int16", 48), ("bf16", 32)])
-def test_full_size_reductions(dt, W):
+def test_full_size_reductions(dt, W, add_stages):
     """16 ports x 4 lanes: reductions of 1/2/4/8/16 with sums routed to chosen ports, streamed back to back."""
     N, L = 16, 4
     rng = np.random.default_rng(7)
@@ -159,7 +164,7 @@ def test_full_size_reductions(dt, W):
     routes = [routing.route_red(N, g, bank_idx=0) for g in patterns]
     routes.append(routing.route_red(N, routing.reduction_groups(N, 4), transpose=True))
     beats_ = [(data, [1] * N, r.port_value(), r.bank_idx, int(r.transpose)) for r in routes]
-    got = simulate(RedNet(ports=N, lanes=L, datatype=dt, width=W), beats_)
+    got = simulate(RedNet(ports=N, lanes=L, datatype=dt, width=W, add_stages=add_stages), beats_)
     n = nm.log2_exact(N)
     for r, beat, (od, ov) in zip(routes, beats_, got):
         assert (od, ov) == model(beat, N, L, add)

@@ -27,6 +27,9 @@ from sim.rtl import plan_jobs, run_jobs_rtl, run_plan_rtl
 from sim.emulator import Emulator
 
 SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
+#: the same design with a 2-cycle multiplier and 3-cycle adders: OS interleaves 3 tiles, every
+#: PE row and network level takes 3 cycles (a second stage-count setting of the timing rules)
+PIPELINED = SMALL.replace(mul_latency=2, add_latency=3)
 
 
 def emulate_jobs(config, jobs):
@@ -79,6 +82,7 @@ def build_jobs(config, seed):
                  "prog": [i.encode() for i in prog], "half": 1,
                  "ureads": [(1, 150, 60), (1, 200, 12)], "areads": [(0, 64)]})
     jobs += mode_jobs(config, emu, rng)
+    jobs += tile_order_jobs(config, emu, rng)
     # VEC: every operation, WB (in place and elsewhere), strided rows, special values
     jobs.append(vec_job(config, emu, rng))
     # error paths: the faulting instruction and everything after it leave no trace
@@ -124,6 +128,27 @@ def mode_jobs(config, emu, rng):
             assert check(prog[0], emu.geo) == 0, (md, tr, check(prog[0], emu.geo))
             jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 100))], "prog": [i.encode() for i in prog],
                          "ureads": [(0, 150, 24)], "areads": [(0, 24)]})
+    return jobs
+
+
+def tile_order_jobs(config, emu, rng):
+    """Tile loops in every dataflow: ``L0 x L1`` of 2 x 3, 5 x 1 and 1 x 4 tiles (full and partial
+    groups of interleaved OS tiles, l1 steps inside a group), K = 2 (shorter than the drain) and
+    7, one program of back-to-back GEMMs, ACC on the second."""
+    import functools
+    gemm = functools.partial(_gemm, ports=config.net_ports)
+    jobs = []
+    for md in range(6):
+        prog = []
+        for n, (L0, L1, K) in enumerate([(2, 3, 2), (5, 1, 7), (1, 4, 3)]):
+            # A rows step with l1, B rows with l0, disjoint output tiles of up to 8 rows
+            prog.append(gemm(K=K, mode=md, L0=L0, L1=L1, a=(0, 1, 0, 9), b=(60, 1, 9, 0),
+                             o=((0, 48, 88)[n], 1, 8, 8 * L0), acc=n == 1, wb=n == 2, w_base=200))
+            assert check(prog[-1], emu.geo) == 0, (md, L0, L1, check(prog[-1], emu.geo))
+        prog.append(halt())
+        jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 120))],
+                     "awrites": [(0, emu.to_elem_bits(rng.standard_normal((128, emu.geo.lanes))))],
+                     "prog": [i.encode() for i in prog], "ureads": [(0, 200, 32)], "areads": [(0, 128)]})
     return jobs
 
 
@@ -198,13 +223,16 @@ def compare(rtl, emu, njobs):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("config", [SMALL, PIPELINED], ids=["M1S1", "M2S3"])
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
-def test_system_matches_emulator(sim):
-    jobs = build_jobs(SMALL, seed=7)
-    emu = emulate_jobs(SMALL, jobs)
+def test_system_matches_emulator(sim, config):
+    """Every dataflow, grid, transpose, move, VEC and error path: RTL == emulator, bit and cycle
+    exact, at two multiplier / adder latency settings."""
+    jobs = build_jobs(config, seed=7)
+    emu = emulate_jobs(config, jobs)
     errors = [int(emu[f"j{j}_error"]) for j in range(len(jobs))]
     assert sorted(set(errors)) == [0, 1, 2, 3, 4, 5, 6, 7]     # every error code is exercised
-    rtl, _ = run_jobs_rtl(SMALL, jobs, sim)
+    rtl, _ = run_jobs_rtl(config, jobs, sim)
     compare(rtl, emu, len(jobs))
 
 

@@ -36,10 +36,13 @@ def run_unit(config, batches):
     EB, AB = config.elem_bits, config.acc_bits
     out = []
 
+    lat = dut.latency
+    assert lat == config.mul_latency + config.add_latency - 1
+
     async def tb(ctx):
-        for i in range(len(batches) + 1):
-            if i < len(batches):
-                op, a, xs, ys = batches[i]
+        for t in range(len(batches) + lat):
+            if t < len(batches):
+                op, a, xs, ys = batches[t]
                 ctx.set(dut.op, op)
                 ctx.set(dut.scalar, a)
                 ctx.set(dut.valid, 1)
@@ -48,8 +51,9 @@ def run_unit(config, batches):
             else:
                 ctx.set(dut.valid, 0)
             await ctx.tick()
-            # results of batch i are valid one cycle after its operands
-            if i < len(batches):
+            # results of batch i are valid ``latency`` cycles after its operands
+            i = t + 1 - lat
+            if 0 <= i < len(batches):
                 assert ctx.get(dut.o_valid) == 1
                 o, n = ctx.get(dut.o), ctx.get(dut.o_narrow)
                 out.append(([(o >> (AB * k)) & ((1 << AB) - 1) for k in range(LANES)],
@@ -71,7 +75,9 @@ def check(config, batches):
         assert [int(v) for v in rn] == n, (VecOp(op).name, "narrow")
 
 
-def test_special_values_every_op():
+@pytest.mark.parametrize("latencies", [(1, 1), (2, 3), (1, 4)], ids=lambda x: f"M{x[0]}S{x[1]}")
+def test_special_values_every_op(latencies):
+    """Every operation on special values, back to back, at several multiplier / adder latencies."""
     rng = np.random.default_rng(1)
     batches = []
     for op in VecOp:
@@ -80,7 +86,10 @@ def test_special_values_every_op():
                 xs = rng.choice(SPECIAL16, LANES)
                 ys = rng.choice(SPECIAL32, LANES)
                 batches.append((int(op), a, xs, ys))
-    check(CFG, batches)
+    ml, al = latencies
+    check(CFG.replace(mul_latency=ml, add_latency=al), batches)
+    check(ICFG.replace(mul_latency=ml, add_latency=al),
+          [(op, a, xs, [int(y) & 0xFFFF for y in ys]) for op, a, xs, ys in batches])
 
 
 bf16_pat = st.integers(0, 0xFFFF)

@@ -31,6 +31,10 @@ DATATYPES = ("bf16", "int16")
 BF16_BITS = 16
 #: bits of an FP32 element (accumulators of the ``bf16`` datatype)
 FP32_BITS = 32
+#: largest ``mul_latency`` (the multiplier has one internal cut)
+MAX_MUL_LATENCY = 2
+#: largest ``add_latency`` (the adder has six internal cuts)
+MAX_ADD_LATENCY = 7
 
 
 def _is_pow2(x: int) -> bool:
@@ -55,6 +59,14 @@ class FettaConfig:
     int_width: int = 16
     #: accumulator width of the integer mode (bits, wraps modulo 2**width)
     int_acc_width: int = 48
+    #: cycles from the PE's operands to its registered product (bfloat16 multiplier pipeline
+    #: registers, the output register included; 1 or 2, see :class:`hdl.fp.BF16Mul`)
+    mul_latency: int = 1
+    #: cycles from an FP32 adder's operands to its registered sum, the output register included
+    #: (1 .. 7, see :class:`hdl.fp.FP32Add`). Every adder of the PE and of the reduction network
+    #: has it; the PE's output-stationary accumulation interleaves ``add_latency`` output tiles.
+    #: The int16 datatype has the same timing (its adders are followed by delay registers).
+    add_latency: int = 1
 
     # --- tensor contraction unit -------------------------------------------
     #: PE rows of one contraction engine (CE)
@@ -133,6 +145,10 @@ class FettaConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"must be a positive number, got {value!r}", field=name)
+        for name, top in (("mul_latency", MAX_MUL_LATENCY), ("add_latency", MAX_ADD_LATENCY)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
+                raise ConfigError(f"must be an integer between 1 and {top}, got {value!r}", field=name)
         if not 2 <= self.int_width <= 32:
             raise ConfigError(f"must be between 2 and 32, got {self.int_width}", field="int_width")
         if self.int_acc_width < 2 * self.int_width:
@@ -275,5 +291,5 @@ def check_accelerator(config: FettaConfig) -> None:
                           f"got {config.net_ports}", field="net_ports")
 
 
-__all__ = ["FettaConfig", "DEFAULT", "DATATYPES", "BF16_BITS", "FP32_BITS", "load_config", "check_accelerator",
+__all__ = ["FettaConfig", "DEFAULT", "DATATYPES", "BF16_BITS", "FP32_BITS", "MAX_MUL_LATENCY", "MAX_ADD_LATENCY", "load_config", "check_accelerator",
            "parse_overrides", "read_toml", "field"]

@@ -437,6 +437,10 @@ class Geometry:
     ports: int = 16
     #: rows one VEC instruction processes per cycle (0: ``vector_lanes`` unusable, VEC is BAD_SHAPE)
     vec_rows: int = 0
+    #: cycles of the PE's multiplier (``FettaConfig.mul_latency``)
+    mul_latency: int = 1
+    #: cycles of every FP32 adder of the PE and the reduction network (``FettaConfig.add_latency``)
+    add_latency: int = 1
 
     @classmethod
     def of(cls, config: FettaConfig) -> "Geometry":
@@ -444,7 +448,8 @@ class Geometry:
         return cls(banks=config.banks, lanes=config.lanes, ces=config.num_ces, ce_rows=config.ce_rows,
                    ce_cols=config.ce_cols, unified_half_rows=half * config.banks,
                    accum_rows=config.accum_rows_per_bank * config.banks, imem_depth=config.imem_depth,
-                   ports=config.net_ports, vec_rows=vector_rows(config))
+                   ports=config.net_ports, vec_rows=vector_rows(config), mul_latency=config.mul_latency,
+                   add_latency=config.add_latency)
 
 
 def vector_rows(config: FettaConfig) -> int:
@@ -643,7 +648,7 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
 def _check_vec(ins: Instr, geo: Geometry) -> ErrorCode:
     """VEC: chunk ``c`` reads unified rows ``a_base + i*a_sk`` and accumulation rows
     ``o_base + i*o_sk`` (``i = c*V + j``, ``j < V = vec_rows``) in one cycle and writes the
-    accumulation rows (and with WB unified ``w_base + i*o_sk``) two cycles later.
+    accumulation rows (and with WB unified ``w_base + i*o_sk``) :func:`vec_tail` cycles later.
 
     Read-after-write hazards are refused as ``BANK_CONFLICT`` (as GEMM's ``o_sk = 0``):
     repeated accumulation rows (``o_sk = 0`` with more than one row), and with WB a
@@ -682,45 +687,74 @@ OVERHEAD = 3
 GEMM_TAIL = 4
 #: LOAD/STORE: pipeline latency after the last chunk is issued
 MOVE_TAIL = 1
-#: VEC: memory read (1) + multiplier register (1) after the last chunk is issued
-VEC_TAIL = 2
+
+
+def vec_tail(geo: "Geometry") -> int:
+    """VEC: cycles after the last chunk is issued: memory read (1), the vector unit's multiplier
+    (``mul_latency``) and adder (``add_latency``, the memory write its last register), less one
+    (:class:`hdl.vector.VectorUnit`); 2 with the default latencies."""
+    return geo.mul_latency + geo.add_latency
+
+
+def interleave(ins: Instr, geo: Geometry) -> int:
+    """Tiles a GEMM issues interleaved, vector by vector: OS: ``add_latency`` (each PE's
+    accumulation loop holds one partial sum per stage of its adder, so vector ``k`` of tile
+    ``j`` returns from the adder exactly when vector ``k + 1`` of the same tile arrives); IS/WS: 1."""
+    return 1 if stationary(ins.mode) else geo.add_latency
+
+
+def groups(ins: Instr, geo: Geometry) -> int:
+    """Groups of :func:`interleave` consecutive tiles (``l0`` inner) a GEMM issues; the last one
+    may be partial."""
+    return -(-(ins.L0 * ins.L1) // interleave(ins, geo))
 
 
 def tile_period(ins: Instr, geo: Geometry) -> int:
-    """Cycles between the starts of consecutive tiles.
+    """Cycles between the starts of consecutive tile groups (:func:`groups`).
 
-    OS: ``max(K, ce_rows)`` (the double-buffered Psum registers drain one row per
-    cycle). IS/WS: ``max(K, loads)``: a tile's ``loads`` IB loads go into the CEs' shadow
-    registers while the previous tile's ``K`` vectors stream (they start with its first
-    vector, :class:`hdl.sequencer.GemmIssue`); its vectors start ``delay`` cycles after
-    its first load (1 for vertical loads, ``ce_cols`` for horizontal ones).
+    OS: ``q * max(K, ce_rows)`` with ``q`` = :func:`interleave`: the group's ``q * K`` vectors
+    (vector ``k`` of its tiles in slot order, then ``k + 1``), then the double-buffered Psum
+    registers drain one row of one tile per cycle (``q * ce_rows`` rows).
+    IS/WS (one tile per group): ``max(K, loads)``: a tile's ``loads`` IB loads go into the CEs'
+    shadow registers while the previous tile's ``K`` vectors stream (they start with its first
+    vector, :class:`hdl.sequencer.GemmIssue`); its vectors start ``delay`` cycles after its first
+    load (1 for vertical loads, ``ce_cols`` for horizontal ones).
     """
     if stationary(ins.mode):
         return max(loads(ins, geo), ins.K)
-    return max(ins.K, geo.ce_rows)
+    return interleave(ins, geo) * max(ins.K, geo.ce_rows)
 
 
 def last_issue(ins: Instr, geo: Geometry) -> int:
-    """Cycle (within a tile) of the last IA vector."""
-    return vec_delay(ins, geo) + ins.K - 1 if stationary(ins.mode) else ins.K - 1
+    """Cycle (within the last group) of the last IA vector."""
+    if stationary(ins.mode):
+        return vec_delay(ins, geo) + ins.K - 1
+    q = interleave(ins, geo)
+    slots = ins.L0 * ins.L1 - (groups(ins, geo) - 1) * q     # tiles of the last group
+    return q * (ins.K - 1) + slots - 1
+
+
+def ce_latency(geo: Geometry) -> int:
+    """Cycles from an IA vector entering a CE to its Psum leaving it: ``mul_latency``, then
+    ``add_latency`` per PE row (the row skew). OS: from the tile's last vector to its last row."""
+    return geo.ce_rows * geo.add_latency + geo.mul_latency
 
 
 def gemm_latency(geo: Geometry) -> int:
     """Cycles from issuing the last IA vector of the last tile to the end of the GEMM."""
-    # CE: the last OS row / the stationary Psum leaves R + 1 cycles after the vector
-    return geo.ce_rows + (geo.ports.bit_length() - 1) + GEMM_TAIL
+    # CE, then the reduction network's log2(ports) levels of add_latency cycles each
+    return ce_latency(geo) - 1 + (geo.ports.bit_length() - 1) * geo.add_latency + GEMM_TAIL
 
 
 def exec_cycles(ins: Instr, geo: Geometry) -> int:
     """Cycles after CHECK (HALT: 0; the start costs one more cycle, see :func:`program_cycles`)."""
     op = ins.opcode
     if op == Opcode.GEMM:
-        tiles = ins.L0 * ins.L1
-        return (tiles - 1) * tile_period(ins, geo) + last_issue(ins, geo) + 1 + gemm_latency(geo)
+        return (groups(ins, geo) - 1) * tile_period(ins, geo) + last_issue(ins, geo) + 1 + gemm_latency(geo)
     if op in (Opcode.LOAD, Opcode.STORE):
         return ins.K + MOVE_TAIL
     if op == Opcode.VEC:
-        return ins.K + VEC_TAIL
+        return ins.K + vec_tail(geo)
     return 0
 
 
@@ -731,9 +765,9 @@ def gemm_macs(ins: Instr, geo: Geometry) -> int:
 
 __all__ = ["INSTR_BITS", "ADDR_BITS", "STRIDE_BITS", "BOUND_BITS", "LOG_GRID_BITS", "SCALAR_BITS", "HOST_ADDR_BITS",
            "CYCLE_BITS", "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "Instr", "IsaError", "decode", "nop",
-           "halt", "sync", "gemm", "vec", "VEC_OPS", "VEC_TAIL", "vector_rows", "with_routes", "route_ok",
+           "halt", "sync", "gemm", "vec", "VEC_OPS", "vec_tail", "vector_rows", "with_routes", "route_ok",
            "stationary", "horizontal", "CE_MODE", "CEMode", "VecOp", "BF16_ONE", "out_rows", "loads", "vec_delay",
-           "last_issue", "gemm_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check",
+           "last_issue", "gemm_latency", "interleave", "groups", "ce_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check",
            "ce_offsets", "group_offsets", "read_offsets", "transposed", "Transpose", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles",
            "gemm_macs", "replace", "field"]
 
@@ -745,8 +779,12 @@ START_CYCLES = 1
 
 def os_gemm_cycles(K: int, tiles: int, geo: Geometry) -> int:
     """:func:`exec_cycles` of an output-stationary GEMM of ``tiles`` (``L0 * L1``) tiles of depth ``K``
-    from the loop bounds alone (OS: :func:`tile_period` is ``max(K, ce_rows)``, :func:`last_issue` ``K - 1``)."""
-    return (tiles - 1) * max(K, geo.ce_rows) + K + gemm_latency(geo)
+    from the loop bounds alone: ``add_latency`` tiles interleaved per group (:func:`tile_period`,
+    :func:`last_issue`)."""
+    q = geo.add_latency
+    n_groups = -(-tiles // q)
+    slots = tiles - (n_groups - 1) * q
+    return (n_groups - 1) * q * max(K, geo.ce_rows) + q * (K - 1) + slots + gemm_latency(geo)
 
 
 __all__ += ["START_CYCLES", "os_gemm_cycles"]
