@@ -35,8 +35,8 @@ BF16_QNAN = 0x7FC0
 ADD_CUT_NAMES = ("swap", "align", "add", "lzc", "norm", "round")
 #: ``stages`` -> the cut points that get a register (balanced by logic depth: the alignment
 #: shift, the 28-bit add, the leading-zero count and normalising shift, the rounding increment)
-ADD_CUTS = {0: (), 1: ("add",), 2: ("align", "lzc"), 3: ("align", "add", "norm"),
-            4: ("swap", "align", "add", "norm"), 5: ("swap", "align", "add", "lzc", "norm"),
+ADD_CUTS = {0: (), 1: ("add",), 2: ("align", "lzc"), 3: ("align", "lzc", "norm"),
+            4: ("align", "add", "lzc", "norm"), 5: ("swap", "align", "add", "lzc", "norm"),
             6: ADD_CUT_NAMES}
 #: ``stages`` -> cut points of :class:`BF16Mul` (after the significand product)
 MUL_CUTS = {0: (), 1: ("product",)}
@@ -118,25 +118,30 @@ class BF16Mul(wiring.Component):
         # biased result exponent before normalisation, signed: ea + eb - 127 in [-125, 383]
         exp0 = Signal(range(-256, 512), name="exp0")
         m.d.comb += exp0.eq(ea + eb - 127)
-        v = _stage(m, cuts, "product", sign=sa ^ sb, nan=nan, inf=inf, zero=zero, prod=prod, exp0=exp0)
+        # the exponent for both normalisations and its range checks, before the cut
+        exp1 = Signal(range(-256, 512), name="exp1")
+        m.d.comb += exp1.eq(exp0 + 1)
+        v = _stage(m, cuts, "product", sign=sa ^ sb, nan=nan, inf=inf, zero=zero, prod=prod,
+                   exp0=exp0[:8], exp1=exp1[:8], under0=exp0 <= 0, under1=exp1 <= 0,
+                   over0=exp0 >= 0xFF, over1=exp1 >= 0xFF)
 
-        exp = Signal(range(-256, 512), name="exp")
+        carry = v["prod"][15]
+        exp = Mux(carry, v["exp1"], v["exp0"])
+        under = Mux(carry, v["under1"], v["under0"])
+        over = Mux(carry, v["over1"], v["over0"])
         frac = Signal(23, name="frac")
-        with m.If(v["prod"][15]):
-            m.d.comb += [exp.eq(v["exp0"] + 1), frac.eq(Cat(Const(0, 8), v["prod"][0:15]))]
-        with m.Else():
-            m.d.comb += [exp.eq(v["exp0"]), frac.eq(Cat(Const(0, 9), v["prod"][0:14]))]
+        m.d.comb += frac.eq(Mux(carry, Cat(Const(0, 8), v["prod"][0:15]), Cat(Const(0, 9), v["prod"][0:14])))
         sign = v["sign"]
         with m.If(v["nan"]):
             m.d.comb += self.o.eq(F32_QNAN)
         with m.Elif(v["inf"]):
             m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
-        with m.Elif(v["zero"] | (exp <= 0)):
+        with m.Elif(v["zero"] | under):
             m.d.comb += self.o.eq(Cat(Const(0, 31), sign))
-        with m.Elif(exp >= 0xFF):
+        with m.Elif(over):
             m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
         with m.Else():
-            m.d.comb += self.o.eq(Cat(frac, exp[0:8], sign))
+            m.d.comb += self.o.eq(Cat(frac, exp, sign))
         return m
 
 
@@ -172,6 +177,35 @@ def _leading_zeros(m: Module, value, name: str):
     lz = Signal(range(width + 1), name=name)
     m.d.comb += lz.eq(count if size > width else Mux(zero, width, count))
     return lz
+
+
+def _add_specials(m: Module, a, b):
+    """The special cases of ``a + b`` in priority order (NaN, infinities, zero operands): a flag
+    and the result it gives, decided from the operands so that it can ride along the pipeline."""
+    def unpack(x):
+        e, f = x[23:31], x[0:23]
+        return x[31], e == 0, (e == 0xFF) & (f == 0), (e == 0xFF) & (f != 0)
+
+    sa, a_zero, a_inf, a_nan = unpack(a)
+    sb, b_zero, b_inf, b_nan = unpack(b)
+    special = Signal(name="special")
+    special_value = Signal(32, name="special_value")
+    m.d.comb += special.eq(1)
+    with m.If(a_nan | b_nan | (a_inf & b_inf & (sa != sb))):
+        m.d.comb += special_value.eq(F32_QNAN)
+    with m.Elif(a_inf):
+        m.d.comb += special_value.eq(Cat(Const(0, 23), Const(0xFF, 8), sa))
+    with m.Elif(b_inf):
+        m.d.comb += special_value.eq(Cat(Const(0, 23), Const(0xFF, 8), sb))
+    with m.Elif(a_zero & b_zero):
+        m.d.comb += special_value.eq(Cat(Const(0, 31), sa & sb))
+    with m.Elif(b_zero):
+        m.d.comb += special_value.eq(a)
+    with m.Elif(a_zero):
+        m.d.comb += special_value.eq(b)
+    with m.Else():
+        m.d.comb += special.eq(0)
+    return special, special_value
 
 
 class FP32Add(wiring.Component):
@@ -226,31 +260,9 @@ class FP32Add(wiring.Component):
         m = Module()
         cuts = ADD_CUTS[self._stages]
 
-        def unpack(x):
-            e, f = x[23:31], x[0:23]
-            return x[31], e, f, e == 0, (e == 0xFF) & (f == 0), (e == 0xFF) & (f != 0)
-
-        sa, ea, fa, a_zero, a_inf, a_nan = unpack(self.a)
-        sb, eb, fb, b_zero, b_inf, b_nan = unpack(self.b)
-
-        # special cases, in priority order: their result, decided now, rides along
-        special = Signal(name="special")
-        special_value = Signal(32, name="special_value")
-        m.d.comb += special.eq(1)
-        with m.If(a_nan | b_nan | (a_inf & b_inf & (sa != sb))):
-            m.d.comb += special_value.eq(F32_QNAN)
-        with m.Elif(a_inf):
-            m.d.comb += special_value.eq(Cat(Const(0, 23), Const(0xFF, 8), sa))
-        with m.Elif(b_inf):
-            m.d.comb += special_value.eq(Cat(Const(0, 23), Const(0xFF, 8), sb))
-        with m.Elif(a_zero & b_zero):
-            m.d.comb += special_value.eq(Cat(Const(0, 31), sa & sb))
-        with m.Elif(b_zero):
-            m.d.comb += special_value.eq(self.a)
-        with m.Elif(a_zero):
-            m.d.comb += special_value.eq(self.b)
-        with m.Else():
-            m.d.comb += special.eq(0)
+        sa, ea, fa = self.a[31], self.a[23:31], self.a[0:23]
+        sb, eb, fb = self.b[31], self.b[23:31], self.b[0:23]
+        special, special_value = _add_specials(m, self.a, self.b)
 
         # order by magnitude (exponent, fraction): x is the larger one
         swap = Signal(name="swap")
@@ -261,10 +273,16 @@ class FP32Add(wiring.Component):
             sx.eq(Mux(swap, sb, sa)), ex.eq(Mux(swap, eb, ea)), fx.eq(Mux(swap, fb, fa)),
             sy.eq(Mux(swap, sa, sb)), ey.eq(Mux(swap, ea, eb)), fy.eq(Mux(swap, fa, fb)),
         ]
-        diff = Signal(8, name="exp_diff")
-        m.d.comb += diff.eq(ex - ey)
+        # the alignment shift of both orders in parallel with the compare, then picked by it
+        shifts = []
+        for tag, (e_hi, e_lo) in (("ab", (ea, eb)), ("ba", (eb, ea))):
+            diff = Signal(9, name=f"exp_diff_{tag}")
+            m.d.comb += diff.eq(e_hi - e_lo)
+            clamped = Signal(range(28), name=f"align_shift_{tag}")
+            m.d.comb += clamped.eq(Mux(diff > 27, 27, diff[:5]))
+            shifts.append(clamped)
         shamt = Signal(range(28), name="align_shift")
-        m.d.comb += shamt.eq(Mux(diff > 27, 27, diff))
+        m.d.comb += shamt.eq(Mux(swap, shifts[1], shifts[0]))
         v = _stage(m, cuts, "swap", special=special, special_value=special_value, sx=sx, ex=ex,
                    subtract=sx ^ sy, fx=fx, fy=fy, shamt=shamt)
 
@@ -305,8 +323,12 @@ class FP32Add(wiring.Component):
             m.d.comb += [norm.eq((raw[0:27] << v["lz"])[0:27]), norm_exp.eq(v["ex"] - v["lz"])]
         cancel = Signal(name="cancel")
         m.d.comb += cancel.eq(raw == 0)
+        # the result exponent without and with a rounding carry, and its range checks
+        norm_exp1 = Signal(range(-32, 512), name="norm_exp1")
+        m.d.comb += norm_exp1.eq(norm_exp + 1)
         v = _stage(m, cuts, "norm", special=v["special"], special_value=v["special_value"], sx=v["sx"],
-                   cancel=cancel, norm=norm, norm_exp=norm_exp)
+                   cancel=cancel, norm=norm, exp0=norm_exp[:8], exp1=norm_exp1[:8], under0=norm_exp <= 0,
+                   under1=norm_exp1 <= 0, over0=norm_exp >= 0xFF, over1=norm_exp1 >= 0xFF)
 
         # round to nearest, ties to even
         norm = v["norm"]
@@ -315,26 +337,24 @@ class FP32Add(wiring.Component):
         m.d.comb += round_up.eq(guard & (rnd | stk | lsb))
         rounded = Signal(25, name="rounded")  # 1.f plus a possible carry out
         m.d.comb += rounded.eq(norm[3:27] + round_up)
-        res_exp = Signal(range(-32, 512), name="res_exp")
+        carry = rounded[24]
         res_frac = Signal(23, name="res_frac")
-        with m.If(rounded[24]):
-            m.d.comb += [res_exp.eq(v["norm_exp"] + 1), res_frac.eq(rounded[1:24])]
-        with m.Else():
-            m.d.comb += [res_exp.eq(v["norm_exp"]), res_frac.eq(rounded[0:23])]
+        m.d.comb += res_frac.eq(Mux(carry, rounded[1:24], rounded[0:23]))
         v = _stage(m, cuts, "round", special=v["special"], special_value=v["special_value"], sx=v["sx"],
-                   cancel=v["cancel"], res_exp=res_exp, res_frac=res_frac)
+                   cancel=v["cancel"], res_frac=res_frac, res_exp=Mux(carry, v["exp1"], v["exp0"]),
+                   under=Mux(carry, v["under1"], v["under0"]), over=Mux(carry, v["over1"], v["over0"]))
 
-        sx, res_exp = v["sx"], v["res_exp"]
+        sx = v["sx"]
         with m.If(v["special"]):
             m.d.comb += self.o.eq(v["special_value"])
         with m.Elif(v["cancel"]):
             m.d.comb += self.o.eq(0)  # exact cancellation is +0 under RNE
-        with m.Elif(res_exp <= 0):
+        with m.Elif(v["under"]):
             m.d.comb += self.o.eq(Cat(Const(0, 31), sx))  # FTZ keeps the sign
-        with m.Elif(res_exp >= 0xFF):
+        with m.Elif(v["over"]):
             m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sx))
         with m.Else():
-            m.d.comb += self.o.eq(Cat(v["res_frac"], res_exp[0:8], sx))
+            m.d.comb += self.o.eq(Cat(v["res_frac"], v["res_exp"], sx))
         return m
 
 

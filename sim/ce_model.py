@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from gen.design.config import DEFAULT
 from hdl.ce import CEMode
 
 from sim.bf16 import BF16, bf16_bits, bf16_mul, f32_add, f32_bits, f32_from_bits, ftz16
@@ -170,8 +171,8 @@ class CEProgram:
     #: OS with an accumulator: C = acc + assembled tile results (bit patterns of acc, row major)
     post_acc: list[int] | None = None
     #: the PEs' multiplier and adder latencies
-    mul_latency: int = 1
-    add_latency: int = 1
+    mul_latency: int = DEFAULT.mul_latency
+    add_latency: int = DEFAULT.add_latency
 
     @property
     def macs(self) -> int:
@@ -211,8 +212,8 @@ class _Trace:
 
 
 def ce_program(mode, A, B, acc=None, *, rows: int = 4, cols: int = 4, datatype: str = "bf16",
-               int_width: int = 16, int_acc_width: int = 48, mul_latency: int = 1,
-               add_latency: int = 1) -> CEProgram:
+               int_width: int = 16, int_acc_width: int = 48, mul_latency: int = DEFAULT.mul_latency,
+               add_latency: int = DEFAULT.add_latency) -> CEProgram:
     """The stimulus and the expected Psums of ``A @ B (+ acc)`` in ``mode`` (see the module docstring)
     on a CE whose PEs have ``mul_latency`` and ``add_latency``."""
     mode = _mode(mode)
@@ -416,8 +417,8 @@ def ce_result(prog: CEProgram, vectors: list[list[int]], *, int_width: int = 16,
 
 
 def ce_gemm(mode, A, B, acc=None, *, rows: int = 4, cols: int = 4, datatype: str = "bf16",
-            int_width: int = 16, int_acc_width: int = 48, mul_latency: int = 1,
-            add_latency: int = 1) -> tuple[np.ndarray, int]:
+            int_width: int = 16, int_acc_width: int = 48, mul_latency: int = DEFAULT.mul_latency,
+            add_latency: int = DEFAULT.add_latency) -> tuple[np.ndarray, int]:
     """``(C, cycles)`` of ``A @ B (+ acc)`` on one CE in ``mode``, bit-exact with the RTL.
 
     bf16: ``A``, ``B`` are rounded to bfloat16 (and flushed) as the PE sees them;
@@ -430,8 +431,8 @@ def ce_gemm(mode, A, B, acc=None, *, rows: int = 4, cols: int = 4, datatype: str
     return ce_result(prog, vectors, int_width=int_width, int_acc_width=int_acc_width), prog.cycles
 
 
-def ce_cycles(mode, M: int, N: int, K: int, *, rows: int = 4, cols: int = 4, mul_latency: int = 1,
-              add_latency: int = 1) -> int:
+def ce_cycles(mode, M: int, N: int, K: int, *, rows: int = 4, cols: int = 4,
+              mul_latency: int = DEFAULT.mul_latency, add_latency: int = DEFAULT.add_latency) -> int:
     """Cycle count of the schedule for an ``M x N x K`` GEMM (no data needed)."""
     mode = _mode(mode)
     R, Cc = rows, cols

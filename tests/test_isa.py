@@ -86,19 +86,31 @@ def test_load_store_checks():
 
 
 def test_timing_rules():
+    """The GEMM timing written out by hand for one-cycle arithmetic (M = S = 1) and for a
+    2-cycle multiplier with 3-cycle adders (OS interleaves 3 tiles per group)."""
+    g1 = Geometry.of(FettaConfig(mul_latency=1, add_latency=1))
     g = gemm(K=10, L0=3, L1=2)
     # tiles back to back, then memory + network (2), CE drain (R), reduction (log2 16), write + FSM
-    assert exec_cycles(g, GEO) == 5 * 10 + 10 + 4 + 4 + 4
+    assert exec_cycles(g, g1) == 5 * 10 + 10 + 4 + 4 + 4
     short = gemm(K=2, L0=3)
-    assert exec_cycles(short, GEO) == 2 * 4 + 2 + 4 + 4 + 4    # period max(K, ce_rows)
+    assert exec_cycles(short, g1) == 2 * 4 + 2 + 4 + 4 + 4    # period max(K, ce_rows)
     # IS/WS: the next tile's loads overlap this tile's vectors: period max(loads, K), the last
     # vector 1 (vertical loads) or ce_cols (horizontal) + K - 1 cycles after the last tile's first load
     ws = gemm(K=7, L0=3, mode=1)
-    assert exec_cycles(ws, GEO) == 2 * 7 + 1 + 7 + 4 + 4 + 4
+    assert exec_cycles(ws, g1) == 2 * 7 + 1 + 7 + 4 + 4 + 4
     wsh = gemm(K=2, L0=3, mode=3)
-    assert exec_cycles(wsh, GEO) == 2 * 4 + 4 + 2 + 4 + 4 + 4
-    assert exec_cycles(load(src=0, dst=0, chunks=3), GEO) == 4
-    assert exec_cycles(Instr(opcode=Opcode.SYNC), GEO) == 0
+    assert exec_cycles(wsh, g1) == 2 * 4 + 4 + 2 + 4 + 4 + 4
+    assert exec_cycles(load(src=0, dst=0, chunks=3), g1) == 4
+    assert exec_cycles(Instr(opcode=Opcode.SYNC), g1) == 0
+    # M = 2, S = 3: latency = R*S + M - 1 (CE) + log2(16)*S (network) + 4 = 12 + 1 + 12 + 4 = 29
+    g23 = Geometry.of(FettaConfig(mul_latency=2, add_latency=3))
+    # 6 OS tiles in 2 groups of 3, period 3 * max(10, 4); the last vector 3 * 9 + 2 into the group
+    assert exec_cycles(g, g23) == 30 + 29 + 1 + 29
+    assert exec_cycles(short, g23) == 3 * 1 + 2 + 1 + 29      # one group of 3 tiles of K = 2
+    assert exec_cycles(gemm(K=2, L0=4), g23) == 3 * 4 + 3 * 1 + 0 + 1 + 29   # a partial group of 1
+    assert exec_cycles(ws, g23) == 2 * 7 + 1 + 6 + 1 + 29     # IS/WS: no interleaving
+    assert exec_cycles(wsh, g23) == 2 * 4 + 4 + 1 + 1 + 29
+    assert exec_cycles(load(src=0, dst=0, chunks=3), g23) == 4
 
 
 def test_vec_encoding_and_fields():
@@ -138,4 +150,7 @@ def test_vec_checks():
 
 
 def test_vec_timing():
-    assert exec_cycles(vec(op="relu", chunks=5), GEO) == 5 + 2
+    """Memory read, multiplier, adder (the memory write its last register)."""
+    for m, s_ in ((1, 1), (2, 3)):
+        geo = Geometry.of(FettaConfig(mul_latency=m, add_latency=s_))
+        assert exec_cycles(vec(op="relu", chunks=5), geo) == 5 + m + s_
