@@ -268,10 +268,10 @@ class FP32Add(wiring.Component):
         swap = Signal(name="swap")
         m.d.comb += swap.eq(Cat(fb, eb) > Cat(fa, ea))
         sx, ex, fx = Signal(name="sx"), Signal(8, name="ex"), Signal(23, name="fx")
-        sy, ey, fy = Signal(name="sy"), Signal(8, name="ey"), Signal(23, name="fy")
+        sy, fy = Signal(name="sy"), Signal(23, name="fy")
         m.d.comb += [
             sx.eq(Mux(swap, sb, sa)), ex.eq(Mux(swap, eb, ea)), fx.eq(Mux(swap, fb, fa)),
-            sy.eq(Mux(swap, sa, sb)), ey.eq(Mux(swap, ea, eb)), fy.eq(Mux(swap, fa, fb)),
+            sy.eq(Mux(swap, sa, sb)), fy.eq(Mux(swap, fa, fb)),
         ]
         # the alignment shift of both orders in parallel with the compare, then picked by it
         shifts = []
