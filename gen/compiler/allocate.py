@@ -34,6 +34,19 @@ class Tensor:
         self.addr: int | None = None  # on chip in the current segment
         self.on_host = False
         self.read_run = -1
+        #: the lane of its DRAM image (:meth:`Memory.ensure_on_host`, first :meth:`Memory.place`)
+        #: without chunk suffix; a host slice's comes from the tensor it is cut from (:attr:`parent`)
+        self.dram_lane: str | None = None
+        self.parent: Tensor | None = None
+
+    def image_lane(self) -> str | None:
+        """The lane of the DRAM image of this tensor (or of the tensor it is a slice of), if any."""
+        t: Tensor | None = self
+        while t is not None:
+            if t.dram_lane is not None:
+                return t.dram_lane
+            t = t.parent
+        return None
 
 
 def addr_of(t: Tensor) -> int:
@@ -70,6 +83,8 @@ class Memory:
         self.protected: Callable[[Tensor], bool] = lambda t: False
         #: blocks allocated by the current step (their tensors may not be on chip yet)
         self.fresh: list[tuple[int, int]] = []
+        #: inputs whose DRAM image lane a write set (undone by :meth:`rollback`)
+        self.imaged: list[Tensor] = []
         self.new_segment()
 
     # --- segments -----------------------------------------------------------------
@@ -100,6 +115,8 @@ class Memory:
         self.stats["dram_bytes"] += t.layout.rows * self.L * self.elem_bytes
         t.on_host = True
         t.read_run = len(self.runs) - 1
+        if t.dram_lane is None:
+            t.dram_lane = t.layout.lane.split("@")[0]
 
     # --- allocation -----------------------------------------------------------------
     def begin_step(self) -> None:
@@ -169,6 +186,12 @@ class Memory:
             self.runs.append(Run(self.half))
             self.cur = self.runs[-1]
         t.layout, t.addr = layout, addr
+        root = t
+        while root.parent is not None:
+            root = root.parent
+        if root.image_lane() is None:          # the first write of an input makes its DRAM image
+            root.dram_lane = layout.lane.split("@")[0]
+            self.imaged.append(root)
         self.onchip[t.name] = t
         self.cur.writes.append(Write(addr, t.name, layout))
         self.stats["dram_bytes"] += layout.rows * self.L * self.elem_bytes
@@ -191,11 +214,14 @@ class Memory:
     def mark(self) -> tuple:
         """The state :meth:`rollback` returns to."""
         return (len(self.runs), len(self.cur.writes), dict(self.stats), self.top, set(self.onchip),
-                len(self.host_ops), list(self.fresh))
+                len(self.host_ops), list(self.fresh), len(self.imaged))
 
     def rollback(self, mark: tuple) -> None:
         """Drop the host writes of a failed attempt (they are neither executed nor counted)."""
-        nruns, nwrites, stats, top, names, nops, fresh = mark
+        nruns, nwrites, stats, top, names, nops, fresh, nimaged = mark
+        for t in self.imaged[nimaged:]:
+            t.dram_lane = None
+        del self.imaged[nimaged:]
         for name in set(self.onchip) - names:     # placed by the failed attempt: never written
             self.onchip.pop(name).addr = None
         if len(self.runs) == nruns and self.cur is self.runs[-1]:

@@ -35,8 +35,9 @@ def choose_chunk(a_modes: Sequence[str], b_modes: Sequence[str], out_modes: Sequ
                  sizes: Mapping[str, int], budget: int, lanes: int,
                  candidates: Sequence[str] | None = None) -> tuple[str, int] | None:
     """``(mode, piece size)`` to cut a step ``a x b -> out`` into pieces whose estimated rows fit
-    ``budget``: the fewest pieces, then the largest mode; None when no mode can be cut. The modes
-    to cut are ``candidates`` (default: the modes of ``out``).
+    ``budget``: the fewest pieces, then the largest mode (when no mode's pieces fit, the mode whose
+    pieces come closest: they are cut again); None when no mode can be cut. The modes to cut are
+    ``candidates`` (default: the modes of ``out``).
 
     The low halves of split modes (``~l``, lane-sized) are cut only as a last resort: that leaves
     lanes of 1-2 values (padding) and multiplies the pieces. A piece at least a lane long is
@@ -51,8 +52,9 @@ def choose_chunk(a_modes: Sequence[str], b_modes: Sequence[str], out_modes: Sequ
             sz[m] = piece
             rows = est_rows(a_modes, sz, lanes) + est_rows(b_modes, sz, lanes) + est_rows(out_modes, sz, lanes)
             if rows <= budget or c == sizes[m]:
-                # fewest pieces that fit; among modes, the one that fits with fewest pieces
-                key = (rows > budget, c, -sizes[m])
+                # fewest pieces that fit; among modes, the one that fits with fewest pieces; when no
+                # cut of one mode fits (the pieces are cut again), the one leaving the fewest rows
+                key = (rows > budget, rows if rows > budget else 0, c, -sizes[m])
                 if best is None or key < best[0]:
                     best = (key, m, c)
                 break
@@ -153,6 +155,7 @@ class Chunking:
         out = Tensor(out_name, tuple(out_modes))
         out.on_host = True
         out.read_run = max(r.read_run for r, _ in parts)
+        out.dram_lane = parts[0][0].dram_lane
         self.host_ops.append((out.read_run, "concat", (out.name, out.modes, m,
                                                         tuple((r.name, pm) for r, pm in parts))))
         self.registry[out.name] = out
@@ -251,6 +254,7 @@ class Chunking:
         st = Tensor(f"{t.name}[{pm}]~{self.dummies}", tuple(pm if x == m else x for x in t.modes))
         st.on_host = True
         st.read_run = t.read_run
+        st.parent = t
         self.host_ops.append((t.read_run, "slice", (t.name, st.name, m, pm, lo, hi)))
         self.stats["chunk_slices"] += 1
         return st

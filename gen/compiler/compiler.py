@@ -43,7 +43,7 @@ class Compiler(Chunking):
     """Compile networks into a :class:`gen.compiler.program.Program` (see :mod:`gen.compiler`)."""
 
     def __init__(self, config: FettaConfig, align: bool = False, carry_rows: int = 0, relayout: str = "auto",
-                 views: bool = True):
+                 views: bool = True, keep_lanes: bool = False):
         check_accelerator(config)
         if relayout not in RELAYOUT_POLICIES:
             raise CompileError(f"must be one of {', '.join(RELAYOUT_POLICIES)}, got {relayout!r}", field="relayout")
@@ -77,7 +77,8 @@ class Compiler(Chunking):
         self.useful_ext: dict[str, float] = {}
         self.mem = Memory(self.geo, self.elem_bytes, self.stats, self.host_ops)
         self.mem.protected = lambda t: not self.depends(t) or t.name in self.eyes
-        self.planner = Planner(config, self.plan_geo, self.align, self.sizes, self.mem, self.dummy, relayout, views)
+        self.planner = Planner(config, self.plan_geo, self.align, self.sizes, self.mem, self.dummy, relayout, views,
+                               keep_lanes)
 
     # --- names and extents --------------------------------------------------------------
     def dummy(self) -> str:

@@ -235,6 +235,53 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
                         input_pads=layer.input_pads, pieces=pieces if piped else 1)
 
 
+def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapping[str, str] | None = None,
+                     pad: bool = False, relayout: str = "auto", views: bool = True,
+                     paths: Mapping[str, Sequence[Sequence[int]]] | None = None) -> Program:
+    """Compile a sequence of networks into one :class:`Program` (one compiler: tensors stay on chip
+    from one network to the next, and a tensor that comes back in another layout counts as a
+    re-layout like any other). Each network runs along its path in ``paths`` (by label), else its
+    MAC-optimal one. A tensor the host holds
+    keeps the lane of its DRAM image where a step allows it (``Compiler(keep_lanes=True)``; another
+    lane is a transpose through DRAM, :meth:`Program.host_transposes`).
+
+    A network's input named like an earlier network's ``target`` is that result (on chip where it
+    still is). ``derived``: host tensors computed by the host from an earlier result (name -> that
+    result's target, e.g. a HOOI factor from its TTM chain, :mod:`gen.workload.hooi`): the program
+    records a ``derive`` host operation after the run that reads the result back, and the run that
+    writes the derived tensor comes after it (:meth:`Program.write_deps` times the write from there).
+    """
+    derived = dict(derived or {})
+    comp = Compiler(config, relayout=relayout, views=views, keep_lanes=True)
+    layer = _Layer(comp, config.lanes, pad)
+    outs: dict[str, Tensor] = {}
+    used_paths: dict[str, list[list[int]]] = {}
+    for net in nets:
+        orig = net
+        net = split_modes(net, config.lanes, pad)
+        for op in net.inputs:
+            if op.name in outs:
+                layer.tensors[op.name] = outs[op.name]
+        new = [op.name for op in net.inputs if op.name not in layer.tensors]
+        layer.add_inputs(orig, net)
+        for name in new:
+            if name in derived:
+                src = outs.get(derived[name])
+                if src is None or not src.on_host:
+                    raise CompileError(f"{name} is derived from {derived[name]}, which no earlier network "
+                                       f"reads back", field="derived")
+                layer.tensors[name].read_run = src.read_run
+                comp.host_ops.append((src.read_run, "derive", (name, derived[name])))
+        path = (paths or {}).get(net.label) or best_path(orig)
+        out = comp.network(net, path, layer.tensors, net.label)
+        used_paths[net.label] = [list(p) for p in path]
+        layer.add_result(orig, net, out)
+        outs[net.target] = out
+        layer.tensors.update(comp.registry)
+    return comp.program(results=layer.results, paths=used_paths, reused={}, input_modes=layer.input_modes,
+                        input_pads=layer.input_pads)
+
+
 def _with_saved(net: Network, path, saved, tensors):
     """Re-solve a WG network with saved FP/BP intermediates as inputs, if that saves MACs."""
     names = {op.name for op in net.inputs}
@@ -268,4 +315,4 @@ def _with_saved(net: Network, path, saved, tensors):
     return red, rpath, [t for _, _, t in chosen]
 
 
-__all__ = ["compile_layer", "default_paths"]
+__all__ = ["compile_layer", "compile_networks", "default_paths"]

@@ -73,8 +73,11 @@ class Planner:
     """Plans the steps of one compilation (``sizes`` and ``mem`` are the compiler's, shared)."""
 
     def __init__(self, config: FettaConfig, geo: Geometry, align: int, sizes: dict[str, int], mem: Memory,
-                 dummy: Callable[[], str], relayout: str = "auto", views: bool = True):
+                 dummy: Callable[[], str], relayout: str = "auto", views: bool = True, keep_lanes: bool = False):
         self.config = config
+        #: a tensor the host holds keeps the lane of its DRAM image where a step allows it; another
+        #: lane costs a transpose through DRAM (:meth:`Program.host_transposes` counts them)
+        self.keep_lanes = keep_lanes
         #: read on-chip tensors through their transposed view (:meth:`view`) where a plan wants its lane
         self.views = views
         self.geo = geo
@@ -127,6 +130,10 @@ class Planner:
             own = [m for m in (t.layout.lane, getattr(self.view(t), "lane", None)) if m in allowed]
             if own:
                 return own
+        elif self.keep_lanes and t.image_lane() is not None:
+            own = [m for m in allowed if m.split("@")[0] == t.image_lane()]
+            if own:
+                return own
         if not allowed:
             return []
         # prefer little padding, then large extents
@@ -152,6 +159,11 @@ class Planner:
         for t, lane in ((X, alpha), (Y, beta)):
             if t.name in self.mem.onchip and (lane is None or self.read_as(t, lane)[0] is None):
                 penalty += self.relayout_cycles(t, lane)                # re-layout now
+            elif (self.keep_lanes and t.name not in self.mem.onchip and t.image_lane() is not None
+                  and (lane or "").split("@")[0] != t.image_lane()):
+                # a transpose through DRAM: read the image and write it back
+                nbytes = math.prod(self.sizes[m] for m in t.modes) * self.config.elem_bits // 8
+                penalty += 2 * transfer_cycles(nbytes, dram_bytes_per_cycle(self.config))
         if next_info is not None and beta is not None:
             other, nkeep = next_info[0], next_info[1]
             if beta in other or beta not in nkeep:                    # re-layout later

@@ -140,6 +140,34 @@ class Program:
         """GEMM instructions with a network transpose."""
         return sum(s.transposes for s in self.steps)
 
+    def host_transposes(self) -> int:
+        """Host writes of a tensor in another lane than its DRAM image: a transpose done on the way
+        through DRAM (an explicit permutation), not counted by :attr:`relayouts`. A tensor's image is
+        the layout it first reaches the host in (read back from the chip, or first written from the
+        host store); chunk slices and concatenations belong to the tensor they are cut from / make.
+        A different order of the other modes is not counted: a strided transfer reads it."""
+        family: dict[str, str] = {}
+        for _, kind, args in self.host_ops:
+            if kind == "slice":
+                family[args[1]] = args[0]
+            elif kind == "concat":
+                family.update((part, args[0]) for part, _ in args[3])
+
+        def root(name: str) -> str:
+            while name in family:
+                name = family[name]
+            return name
+
+        image: dict[str, str] = {}
+        count = 0
+        for run in self.runs:
+            for w in run.writes:
+                lane = w.layout.lane.split("@")[0]
+                count += image.setdefault(root(w.name), lane) != lane
+            for rd in run.reads:
+                image.setdefault(root(rd.name), rd.layout.lane.split("@")[0])
+        return count
+
     def run_timings(self, config: FettaConfig, compute: Sequence[int] | None = None) -> list[RunTiming]:
         """What :func:`gen.design.timing.timeline` needs of every run: its half, the DRAM bytes of its
         writes and reads, and its compute cycles (``compute``: measured ones, e.g. the emulator's;
@@ -152,7 +180,7 @@ class Program:
 
     def write_deps(self) -> list[int]:
         """Per run, the latest earlier run after which the host has the data of its writes (a tensor
-        read back by that run, or sliced / concatenated from one after it); -1 for inputs only."""
+        read back by that run, or sliced / concatenated / derived from one after it); -1 for inputs only."""
         ops: dict[int, list] = {}
         for r, kind, args in self.host_ops:
             ops.setdefault(r, []).append((kind, args))
@@ -163,7 +191,7 @@ class Program:
             for rd in run.reads:
                 avail[rd.name] = i
             for kind, args in ops.get(i, ()):
-                if kind in ("slice", "concat"):
+                if kind in ("slice", "concat", "derive"):
                     avail[args[1] if kind == "slice" else args[0]] = i
         return deps
 

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -104,25 +104,52 @@ def _assemble(parts, store, pieces: int) -> np.ndarray:
     return out[0] if pieces == 1 else np.concatenate(out, axis=0)
 
 
-def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig, progress=None) -> Execution:
-    """Run ``prog`` on the emulator; the host store starts with ``inputs`` (float32, bf16-exact)."""
+#: a host computation of a derived tensor (:func:`gen.compiler.phases.compile_networks` ``derived``):
+#: ``(name, result)`` -> the tensor (float32, bf16-exact), ``result`` the assembled source result
+Derive = Callable[[str, np.ndarray], np.ndarray]
+
+
+def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig, progress=None,
+            derive: Derive | None = None) -> Execution:
+    """Run ``prog`` on the emulator; the host store starts with ``inputs`` (float32, bf16-exact).
+    ``derive`` computes the tensors of the program's ``derive`` host operations when their source
+    result has been read back (they are not taken from ``inputs``)."""
     emu = Emulator(config)
     sizes = prog.sizes
     store: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {}
-    for name, modes in prog.input_modes.items():
+
+    def load(name: str, value: np.ndarray) -> None:
         key, lo, hi = prog.input_slices.get(name, (name, None, None))
-        arr = np.asarray(inputs[key], np.float32)[lo:hi]
+        arr = np.asarray(value, np.float32)[lo:hi]
         pads = prog.input_pads.get(name)
         if pads:
             arr = np.pad(arr.reshape([s for s, _ in pads]), [(0, p - s) for s, p in pads])
+        modes = prog.input_modes[name]
         store[name] = (arr.reshape([sizes[m] for m in modes]), modes)
+
+    derived = {args[0] for _, kind, args in prog.host_ops if kind == "derive"}
+    if derived and derive is None:
+        raise ExecutionError(f"the program derives {', '.join(sorted(derived))} on the host: pass derive",
+                             field="derive")
+    for name in prog.input_modes:
+        if name not in derived:
+            load(name, inputs[prog.input_slices.get(name, (name,))[0]])
+
+    def host_ops(ops) -> None:
+        for kind, args in ops:          # in order: a derived tensor may be sliced next
+            if kind == "derive":
+                name, src = args
+                load(name, derive(name, _assemble(prog.results[src], store, 1)))
+            else:
+                _host_ops([(kind, args)], store, sizes)
+
     jobs = []
     trace = []
     tcu = 0
     ops_after: dict[int, list] = {}
     for r, kind, args in prog.host_ops:
         ops_after.setdefault(r, []).append((kind, args))
-    _host_ops(ops_after.get(-1, ()), store, sizes)
+    host_ops(ops_after.get(-1, ()))
     for ri, run in enumerate(prog.runs):
         uw = []
         for w in run.writes:
@@ -142,7 +169,7 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
             reads.append(bits)
             vals = emu.from_elem_bits(bits)
             store[rd.name] = (rd.layout.unpack(vals, sizes), rd.layout.modes)
-        _host_ops(ops_after.get(ri, ()), store, sizes)
+        host_ops(ops_after.get(ri, ()))
         trace.append((r.cycles, reads))
         jobs.append({"uwrites": uw, "prog": run.words, "half": run.half,
                      "ureads": [(run.half, rd.addr, rd.layout.rows) for rd in run.reads]})
