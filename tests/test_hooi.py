@@ -6,7 +6,7 @@
 * HOOI on the emulator against the same algorithm in float64 (per iteration, within the bfloat16
   bound below) and against ``tensorly.decomposition.tucker`` (final fit within 1e-2 relative, the
   issue's goal, and the factor subspaces by principal angles);
-* RTL == emulator on Icarus (every run of an iteration, bit and cycle exact);
+* RTL == emulator on Icarus and (``-m slow``) Verilator (every run of an iteration, bit and cycle exact);
 * no explicit permutation: 0 re-layouts on every shape of the benchmark (compile only);
 * ``fetta hooi`` JSON, ``--out`` and its errors.
 
@@ -221,10 +221,13 @@ def test_host_transposes_counts_a_lane_change():
 
 
 @pytest.mark.sim
-def test_hooi_rtl_equals_emulator_icarus():
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_hooi_rtl_equals_emulator(sim):
+    """Every run of an iteration (TTM chains, factor writes between them, the core) on the RTL of the
+    small design: rows read back and cycles equal the emulator's (``rtl_check`` raises otherwise)."""
     shape, ranks = (8, 8, 8), (2, 2, 2)
     T = low_rank_tensor(shape, ranks, 0.5, seed=2)
-    r = run_hooi(T, ranks, 1, load_config(ROOT / "configs" / "small.toml"), sim="icarus")
+    r = run_hooi(T, ranks, 1, load_config(ROOT / "configs" / "small.toml"), sim=sim)
     assert r.rtl_equal is True and r.fits[0] > 0
 
 

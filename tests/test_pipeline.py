@@ -84,9 +84,9 @@ def test_unsplit_batch_and_padding():
 
 
 def test_padded_batch_piece_chunked_again():
-    """A piece of a padded batch (30 -> 32) chunked again along its batch piece (``b~h@0:4@0:1``):
+    """A piece of a padded batch (62 -> 64) chunked again along its batch piece (``b~h@0:8@0:1``):
     the useful extent of a range within a range (``Compiler.useful``) keeps the MACs honest."""
-    spec = parse_spec(dict(SPECS["ttm"], batch=30))
+    spec = parse_spec(dict(SPECS["ttm"], batch=62))
     prog, _ = check_pipelined(spec, "fp", CHUNK, 2, pad=True)
     assert any(m.count("@") == 2 for m in prog.sizes)
 
