@@ -241,9 +241,9 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
     """Compile a sequence of networks into one :class:`Program` (one compiler: tensors stay on chip
     from one network to the next, and a tensor that comes back in another layout counts as a
     re-layout like any other). Each network runs along its path in ``paths`` (by label), else its
-    MAC-optimal one. A tensor the host holds
-    keeps the lane of its DRAM image where a step allows it (``Compiler(keep_lanes=True)``; another
-    lane is a transpose through DRAM, :meth:`Program.host_transposes`).
+    MAC-optimal one. A tensor the host holds keeps the lane of its DRAM image where a step allows it
+    (``Compiler(keep_lanes=True)``; another lane is a transpose through DRAM,
+    :meth:`Program.host_transposes`).
 
     A network's input named like an earlier network's ``target`` is that result (on chip where it
     still is). ``derived``: host tensors computed by the host from an earlier result (name -> that
