@@ -274,6 +274,28 @@ def test_rtl_onchip_relayout_icarus():
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("fmt,phase", [("bt", "fp"), ("tucker", "bp"), ("bt", "train")])
+def test_fused_chunks(fmt, phase):
+    """A chunked step runs its pieces through the later steps that keep the chunked mode: results
+    within the bound, the intermediates of those steps never leave the chip (fewer DRAM bytes than
+    the same program chunked step by step), the saved ones of ``train`` still read back; the
+    default keeps the faster of the two."""
+    spec = parse_spec(dict(SPECS[fmt], batch=32))
+    fused, _ = check_layer(spec, phase, CHUNK, pieces=1, fuse=True)
+    plain, _ = check_layer(spec, phase, CHUNK, pieces=1, fuse=False)
+    # a fused step: a later step of a network working on a piece (mode ``m@lo:hi``) of an
+    # intermediate that was never concatenated on the host
+    concat = {args[0] for _, kind, args in fused.host_ops if kind == "concat"}
+    on_pieces = [st for st in fused.steps if st.step > 0 and any("@" in m for m in st.lhs + st.rhs)
+                 and "]~" not in st.roles]
+    assert on_pieces
+    if phase != "train":    # train saves the FP / BP intermediates: those pieces are read back too
+        assert not any(st.roles.split()[0][2:].split("[")[0] in concat for st in on_pieces)
+    assert fused.dram_bytes < plain.dram_bytes
+    best = compile_layer(spec, phase, CHUNK, pieces=1)
+    assert best.timeline(CHUNK).cycles == min(p.timeline(CHUNK).cycles for p in (fused, plain))
+
+
 def test_rtl_accumulated_chunks_icarus():
     """Emulator == RTL (Icarus) for a step chunked over a contracted mode: the partial sums stay in
     the accumulation unit across runs on both ping-pong halves (``ACC`` from the second piece)."""

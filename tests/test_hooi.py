@@ -36,6 +36,7 @@ from gen.errors import SpecError
 from gen.toolflow.hooi import compile_hooi, fit_of, hooi_float64, low_rank_tensor, orthonormal_factors, run_hooi
 from gen.toolflow.jacobi import jacobi_cycles, jacobi_left, round_robin
 from gen.workload.hooi import chain, check_ranks, hooi_networks
+from gen.workload.network import path_steps
 from sim.bf16 import round_to_bf16_f32
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,6 +63,20 @@ def test_networks_contract_to_the_ttm_chains(shape, ranks, ttms):
         got = opt_einsum.contract(net.einsum_expr(), *[store[op.name] for op in net.inputs])
         store[net.target] = got
         assert got.shape == net.result_shape
+        # the saved prefixes: the network's intermediate after its first TTMs (its path is the chain)
+        steps = path_steps(net, nets.paths[net.label])
+        sym = {m: opt_einsum.get_symbol(i) for i, m in enumerate(net.sizes)}
+        used_as = {op.name: op.modes for later in nets.networks for op in later.inputs}
+        for name, (label, sid) in nets.saved.items():
+            if label == net.label:
+                q = sid - len(net.inputs) + 1          # TTMs applied
+                ops = net.inputs[:q + 1]
+                assert set(steps[q - 1].out_modes) == set(used_as[name])
+                expr = ",".join("".join(sym[m] for m in op.modes) for op in ops) + "->" + \
+                    "".join(sym[m] for m in used_as[name])
+                store[name] = opt_einsum.contract(expr, *[store[op.name] for op in ops])
+    assert set(nets.saved) == {n for net in nets.networks for n in (op.name for op in net.inputs)
+                               if n.startswith("Z")}
     for n in range(d):
         want = T
         for m, kind in chain(n, d):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from gen.compiler.allocate import Tensor, addr_of
@@ -31,13 +32,39 @@ def est_rows(modes: Sequence[str], sizes: Mapping[str, int], lanes: int) -> int:
         math.prod(sizes[x] for x in ms) // lanes   # slack for padding of a second (A-lane) mode
 
 
+@dataclass(frozen=True)
+class Fusable:
+    """A later step of a network that consumes a step's result with an operand already at hand
+    (``other``): when the step is chunked over a mode this one keeps, each piece runs it too, on
+    chip (:meth:`Chunking.concatenated`)."""
+
+    s_idx: int
+    other: Tensor
+    #: the result is this step's left operand
+    lhs: bool
+    out_modes: tuple[str, ...]
+    out_name: str
+
+
+def fusable_depth(tail: Sequence[Fusable], m: str) -> int:
+    """How many leading steps of ``tail`` keep mode ``m`` (can run piece by piece along it)."""
+    n = 0
+    for f in tail:
+        if m not in f.out_modes:
+            break
+        n += 1
+    return n
+
+
 def choose_chunk(a_modes: Sequence[str], b_modes: Sequence[str], out_modes: Sequence[str],
                  sizes: Mapping[str, int], budget: int, lanes: int,
-                 candidates: Sequence[str] | None = None) -> tuple[str, int] | None:
+                 candidates: Sequence[str] | None = None,
+                 extra: Sequence[Sequence[str]] = ()) -> tuple[str, int] | None:
     """``(mode, piece size)`` to cut a step ``a x b -> out`` into pieces whose estimated rows fit
     ``budget``: the fewest pieces, then the largest mode (when no mode's pieces fit, the mode whose
     pieces come closest: they are cut again); None when no mode can be cut. The modes to cut are
-    ``candidates`` (default: the modes of ``out``).
+    ``candidates`` (default: the modes of ``out``); ``extra``: the modes of more tensors each piece
+    holds (the operands and results of fused steps, :class:`Fusable`).
 
     The low halves of split modes (``~l``, lane-sized) are cut only as a last resort: that leaves
     lanes of 1-2 values (padding) and multiplies the pieces. A piece at least a lane long is
@@ -50,7 +77,7 @@ def choose_chunk(a_modes: Sequence[str], b_modes: Sequence[str], out_modes: Sequ
             piece = -(-sizes[m] // c)
             sz = dict(sizes)
             sz[m] = piece
-            rows = est_rows(a_modes, sz, lanes) + est_rows(b_modes, sz, lanes) + est_rows(out_modes, sz, lanes)
+            rows = sum(est_rows(t, sz, lanes) for t in (a_modes, b_modes, out_modes, *extra))
             if rows <= budget or c == sizes[m]:
                 # fewest pieces that fit; among modes, the one that fits with fewest pieces; when no
                 # cut of one mode fits (the pieces are cut again), the one leaving the fewest rows
@@ -102,22 +129,37 @@ class Chunking:
     planner, statistics and :meth:`step`)."""
 
     def chunked(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
-                final: bool) -> Tensor:
+                final: bool, tail: Sequence[Fusable] = ()) -> Tensor:
         """Split a step that does not fit one half (or the accumulation unit) into pieces.
 
-        Two ways, the one writing fewer rows from the host first: over a mode the result keeps
-        (:meth:`concatenated`), or over a contracted mode with the partial sums held in the
-        accumulation unit across the pieces (:meth:`accumulated`; only when it is the unified
-        memory, not the accumulation unit, that is too small)."""
+        Three ways. First, when later steps (``tail``) keep a mode of the result: over that mode,
+        the most of them that keep it running piece by piece too (:meth:`concatenated`), so that
+        their intermediates stay on chip instead of going through DRAM (a fused chain: the
+        across-stage processing of seed 002). Else the one writing fewer rows from the host: over
+        a mode the result keeps (:meth:`concatenated`), or over a contracted mode with the partial
+        sums held in the accumulation unit across the pieces (:meth:`accumulated`; only when it is
+        the unified memory, not the accumulation unit, that is too small)."""
         sizes = self.sizes
         budget = int(self.geo.unified_half_rows * 0.9)
         out_modes = [m for m in dict.fromkeys(A.modes + B.modes) if m in keep and not m.startswith("_")]
         kmodes = [m for m in dict.fromkeys(A.modes) if m in B.modes and m not in keep and not m.startswith("_")]
-        free = choose_chunk(A.modes, B.modes, out_modes, sizes, budget, self.L)
-        cuts = choose_cuts(A.modes, B.modes, out_modes, kmodes, sizes, budget, self.L)
         for t in (A, B):
             if t.name in self.mem.onchip and not t.on_host:
                 self.mem.ensure_on_host(t)
+        depth = {m: fusable_depth(tail, m) for m in out_modes if sizes[m] >= 2}
+        for d in range(max(depth.values(), default=0), 0, -1):     # the longest fused chain that fits
+            extra = [t for f in tail[:d] for t in (f.other.modes, f.out_modes)]
+            ch = choose_chunk(A.modes, B.modes, out_modes, sizes, budget, self.L,
+                              [m for m, dm in depth.items() if dm >= d], extra)
+            if ch is not None:
+                sz = dict(sizes)
+                sz[ch[0]] = ch[1]
+                alone = sum(est_rows(t, sz, self.L) for t in (A.modes, B.modes, out_modes))
+                # the fused pieces fit, or the step's own pieces do not (they are cut again either way)
+                if alone + sum(est_rows(t, sz, self.L) for t in extra) <= budget or alone > budget:
+                    return self.concatenated(label, s_idx, A, B, keep, out_name, *ch, tail[:d])
+        free = choose_chunk(A.modes, B.modes, out_modes, sizes, budget, self.L)
+        cuts = choose_cuts(A.modes, B.modes, out_modes, kmodes, sizes, budget, self.L)
         if cuts is not None and (free is None or chunk_rows(A.modes, B.modes, cuts, sizes, self.L)
                                  <= chunk_rows(A.modes, B.modes, [free], sizes, self.L)):
             res = self.accumulated(label, s_idx, A, B, keep, out_name, final, cuts)
@@ -131,28 +173,69 @@ class Chunking:
         return self.concatenated(label, s_idx, A, B, keep, out_name, *free)
 
     def concatenated(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
-                     m: str, piece: int) -> Tensor:
+                     m: str, piece: int, tail: Sequence[Fusable] = ()) -> Tensor:
         """Chunk over mode ``m`` of the result: pieces ``m@lo:hi``, concatenated by the host.
 
         Operands holding ``m`` are host slices; the others are written again for every piece; each
         piece is an ordinary step (itself chunked again if it still does not fit), its result is
         read back, and the host concatenates the pieces along ``m``. Every piece therefore moves its
         operands and result through DRAM (counted in ``dram_bytes``).
+
+        ``tail``: later steps that keep ``m`` (:class:`Fusable`), run on every piece's result right
+        after it (their other operands sliced too where they hold ``m``): only the last one's
+        pieces are read back (and those of an intermediate in ``Memory.keep``), and the result is
+        that step's (named ``tail[-1].out_name``). The pieces share runs as long as they fit a half;
+        with ``Compiler.run_per_piece`` every piece is a run of its own (the first compute starts
+        after one piece's writes instead of a half's; the operands not cut are written per piece).
         """
         S = self.sizes[m]
         out_modes = [x for x in dict.fromkeys(A.modes + B.modes) if x in keep and not x.startswith("_")]
         self.stats["chunked_steps"] += 1
-        parts: list[tuple[Tensor, str]] = []
+        # the result of every step run on the pieces: (name, modes); the last is returned, the
+        # others are assembled too where they are kept (``Memory.keep``: saved for later)
+        levels = [(out_name, out_modes)] + [(f.out_name, [x for x in f.out_modes if not x.startswith("_")])
+                                            for f in tail]
+        kept = [i == len(tail) or name in self.mem.keep for i, (name, _) in enumerate(levels)]
+        parts: list[list[tuple[Tensor, str]]] = [[] for _ in levels]
+        live = self.mem.live | {A.name, B.name}
         for lo in range(0, S, piece):
             hi = min(S, lo + piece)
             pm = f"{m}@{lo}:{hi}"     # unique per extent: mode sizes are global by name
             self.sizes[pm] = hi - lo
+
+            def ren(modes):
+                return tuple(pm if x == m else x for x in modes)
+
             ops = [self._slice(t, m, pm, lo, hi) if m in t.modes else t for t in (A, B)]
+            others = [self._slice(f.other, m, pm, lo, hi) if m in f.other.modes else f.other for f in tail]
+            infos = [(set(o.modes), set(ren(f.out_modes)), o) for f, o in zip(tail, others)] + [None]
             pkeep = {pm if x == m else x for x in keep}
-            self.mem.live = self.mem.live | {A.name, B.name}
-            res = self.step(label, s_idx, ops[0], ops[1], pkeep, f"{out_name}[{pm}]", None, True)
-            parts.append((res, pm))
-        out = Tensor(out_name, tuple(out_modes))
+            self.mem.live = live
+            res = self.step(label, s_idx, ops[0], ops[1], pkeep, f"{out_name}[{pm}]", infos[0], not tail)
+            if kept[0]:
+                self.mem.ensure_on_host(res)     # saved for later (or the result): read back
+            parts[0].append((res, pm))
+            for k, (f, o) in enumerate(zip(tail, others)):
+                fkeep = set(ren(f.out_modes)) | {x for x in res.modes + o.modes if x.startswith("_")}
+                self.mem.live = live | {res.name, o.name}
+                lhs, rhs = (res, o) if f.lhs else (o, res)
+                res = self.step(label, f.s_idx, lhs, rhs, fkeep, f"{f.out_name}[{pm}]", infos[k + 1],
+                                k == len(tail) - 1)
+                if kept[k + 1]:
+                    self.mem.ensure_on_host(res)
+                parts[k + 1].append((res, pm))
+            if self.run_per_piece and hi < S:
+                self.mem.live = live
+                self.mem.close_segment()
+        out = None
+        for (name, modes), ps, k in zip(levels, parts, kept):
+            if k:
+                out = self._concat(name, modes, m, ps)
+        return out
+
+    def _concat(self, name: str, modes: Sequence[str], m: str, parts: list[tuple[Tensor, str]]) -> Tensor:
+        """The host tensor ``name`` concatenated from the pieces ``parts`` (read back) along ``m``."""
+        out = Tensor(name, tuple(modes))
         out.on_host = True
         out.read_run = max(r.read_run for r, _ in parts)
         out.dram_lane = parts[0][0].dram_lane
@@ -260,4 +343,4 @@ class Chunking:
         return st
 
 
-__all__ = ["est_rows", "choose_chunk", "choose_cuts", "chunk_rows", "Chunking"]
+__all__ = ["Fusable", "fusable_depth", "est_rows", "choose_chunk", "choose_cuts", "chunk_rows", "Chunking"]

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from gen.compiler.allocate import Memory, NoRoom, Tensor, addr_of
-from gen.compiler.chunk import Chunking
+from gen.compiler.chunk import Chunking, Fusable
 from gen.compiler.layout import Layout, has_batch
 from gen.compiler.mapping import acc_span, free_instrs, instantiate
 from gen.compiler.planner import NextInfo, Plan, Planner
@@ -43,11 +43,15 @@ class Compiler(Chunking):
     """Compile networks into a :class:`gen.compiler.program.Program` (see :mod:`gen.compiler`)."""
 
     def __init__(self, config: FettaConfig, align: bool = False, carry_rows: int = 0, relayout: str = "auto",
-                 views: bool = True, keep_lanes: bool = False):
+                 views: bool = True, keep_lanes: bool = False, fuse: bool = True, run_per_piece: bool = False):
         check_accelerator(config)
         if relayout not in RELAYOUT_POLICIES:
             raise CompileError(f"must be one of {', '.join(RELAYOUT_POLICIES)}, got {relayout!r}", field="relayout")
         self.relayout = relayout
+        #: chunked steps run their pieces through the later steps that keep the chunked mode
+        self.fuse = fuse
+        #: every piece of a step chunked over a free mode in a run of its own (:meth:`concatenated`)
+        self.run_per_piece = run_per_piece
         self.config = config
         self.geo = Geometry.of(config)
         #: batch pieces (:mod:`gen.compiler.batched`): accumulation rows reserved at the top of the
@@ -107,11 +111,13 @@ class Compiler(Chunking):
 
     # --- one step -------------------------------------------------------------------
     def step(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
-             next_info: NextInfo | None, final: bool) -> Tensor:
+             next_info: NextInfo | None, final: bool, tail: Sequence[Fusable] = ()) -> Tensor:
         """Compile one pairwise contraction ``A x B`` keeping modes ``keep``.
 
         ``next_info``: (modes of the consumer's other operand, modes the consumer keeps, that
-        operand's tensor if it exists yet).
+        operand's tensor if it exists yet). ``tail``: the steps after this one that may run piece by
+        piece with it if it is chunked (:meth:`Chunking.chunked`); the result is then that of the
+        last step done, named after it.
         """
         for attempt in range(2):
             self.mem.begin_step()
@@ -124,7 +130,7 @@ class Compiler(Chunking):
             except (NoRoom, NoAccum):
                 self.mem.rollback(mark)
                 if attempt:
-                    return self.chunked(label, s_idx, A, B, keep, out_name, final)
+                    return self.chunked(label, s_idx, A, B, keep, out_name, final, tail)
                 self.mem.close_segment()
 
     def prepare(self, t: Tensor, lane: str, layout: Layout | None, label: str = "", s_idx: int = -1) -> None:
@@ -293,7 +299,9 @@ class Compiler(Chunking):
         for si, st in enumerate(steps):
             step_modes[nxt + si] = st.out_modes
         result = None
-        for si, st in enumerate(steps):
+        si = 0
+        while si < len(steps):
+            st = steps[si]
             self.mem.live = {t.name for t in live.values()}
             A, B = live.pop(st.lhs), live.pop(st.rhs)
             keep = set(st.out_modes)
@@ -303,9 +311,26 @@ class Compiler(Chunking):
             if me in consumer:
                 csi, other = consumer[me]
                 info = (set(step_modes[other]), set(steps[csi].out_modes), live.get(other))
-            final = si == len(steps) - 1
-            result = self.step(net.label, si, A, B, keep, f"{prefix}.t{me}", info, final)
+            # the chain of later steps that consume this result with an operand already at hand
+            tail: list[Fusable] = []
+            others: list[int] = []
+            prev = me
+            for sj in range(si + 1, len(steps) if self.fuse else 0):
+                nj = steps[sj]
+                other = nj.rhs if nj.lhs == prev else nj.lhs if nj.rhs == prev else None
+                if other is None or other not in live:
+                    break
+                tail.append(Fusable(sj, live[other], nj.lhs == prev, tuple(nj.out_modes), f"{prefix}.t{nxt + sj}"))
+                others.append(other)
+                prev = nxt + sj
+            result = self.step(net.label, si, A, B, keep, f"{prefix}.t{me}", info, si == len(steps) - 1, tail)
+            done = next((f for f in tail if f.out_name == result.name), None)
+            if done is not None:            # chunked together with its tail: those steps are done
+                for other in others[:tail.index(done) + 1]:
+                    live.pop(other)
+                si, me = done.s_idx, nxt + done.s_idx
             live[me] = result
+            si += 1
         return result
 
     def program(self, **kw) -> Program:

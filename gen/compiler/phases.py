@@ -46,7 +46,7 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
                   reuse: bool = True, align: bool = False, pad: bool | None = None,
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
-                  views: bool | None = None) -> Program:
+                  views: bool | None = None, fuse: bool | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
@@ -68,6 +68,11 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     the host, and keeps the fewer cycles end to end (they constrain the CE grid and the memory use
     changes; compiling twice only where host re-layouts remain keeps every benchmark layer's compile
     time under the 5 min of issue 14).
+    ``fuse``: a chunked step runs its pieces through the later steps that keep the chunked mode
+    (:meth:`gen.compiler.chunk.Chunking.chunked`); ``False`` chunks every step on its own; ``None``
+    compiles fused and, when that chunks a step, also unfused, and keeps the fewer cycles end to end
+    (fused pieces keep intermediates on chip but can be more pieces: measured both ways in
+    ``docs/compiler.md``).
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
     NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
     if pieces_by not in (None, "networks", "phase"):
@@ -76,7 +81,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     for v in ([views] if views is not None else [False, True]):
         if v and views is None and progs and not any(p.relayouts for p in progs):
             break
-        progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, pieces_by, v)
+        progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, pieces_by, v, fuse)
     if not progs:
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
@@ -84,7 +89,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
 
 
-def _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, pieces_by, views) -> list[Program]:
+def _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, pieces_by, views,
+              fuse) -> list[Program]:
     """The programs :func:`compile_layer` chooses from for one ``views`` setting."""
     pads = [pad]
     if pad is None:
@@ -95,7 +101,14 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, p
             pads.append(True)
     progs = []
     for pd in pads:
-        whole = _compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout, views=views)
+        fz = fuse is not False
+        whole = _compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout, views=views,
+                               fuse=fz)
+        if fuse is None and whole.chunked_steps:     # chunked: also without fusion, the faster kept
+            other = _compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout, views=views,
+                                   fuse=False)
+            if other.timeline(config).cycles < whole.timeline(config).cycles:
+                whole, fz = other, False
         if pieces is None and progs and whole.timeline(config).compute_cycles > \
                 1.5 * min(p.timeline(config).cycles for p in progs):
             progs.append(whole)
@@ -103,13 +116,13 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, p
         if pieces in (None, 1):
             progs.append(whole)
         if pieces != 1 and pieces_by in (None, "networks"):
-            progs += _pipelined(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole, views)
+            progs += _pipelined(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole, views, fz)
         if pieces != 1 and pieces_by in (None, "phase"):
-            progs += _batched(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole, views)
+            progs += _batched(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole, views, fz)
     return progs
 
 
-def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole, views) -> list[Program]:
+def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole, views, fuse) -> list[Program]:
     """fp / bp in batch pieces network by network (:func:`gen.compiler.pipeline.pipelined_network`)."""
     if phase not in ("fp", "bp"):
         return []
@@ -119,7 +132,7 @@ def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, 
     for P in [p for p in wanted if all(p in piece_counts(net, (p,)) for net in nets)]:
         try:
             prog = _compile_layer(spec, phase, config, paths, reuse, align, pad, relayout=relayout, pieces=P,
-                                  views=views)
+                                  views=views, fuse=fuse)
         except CompileError:
             continue                # e.g. a piece that needs chunking over a contracted mode
         if prog.macs != whole.macs:
@@ -129,7 +142,7 @@ def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, 
     return out
 
 
-def _batched(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole, views) -> list[Program]:
+def _batched(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole, views, fuse) -> list[Program]:
     """The phase in batch pieces as one repeated piece program (:func:`gen.compiler.batched.pieced`).
     A piece must fit one segment: with the whole batch taking ``S`` segments, only ``P >= S`` is tried
     (compile time), and larger counts only while they pay."""
@@ -142,7 +155,7 @@ def _batched(spec, phase, config, paths, reuse, align, pad, pieces, relayout, wh
     for P in counts:
         try:
             piece = _compile_layer(replace(spec, batch=spec.batch // P), phase, config, paths, reuse, align, pad,
-                                   carry_rows=carry, relayout=relayout, views=views)
+                                   carry_rows=carry, relayout=relayout, views=views, fuse=fuse)
         except CompileError:
             continue
         prog = pieced(piece, P, spec.batch, config)
@@ -191,9 +204,9 @@ class _Layer:
 
 
 def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: int = 0,
-                   relayout: str = "auto", pieces: int = 1, views: bool = True) -> Program:
+                   relayout: str = "auto", pieces: int = 1, views: bool = True, fuse: bool = True) -> Program:
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
-    comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=relayout, views=views)
+    comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=relayout, views=views, fuse=fuse)
     layer = _Layer(comp, config.lanes, pad)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []
@@ -237,7 +250,9 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
 
 def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapping[str, str] | None = None,
                      pad: bool = False, relayout: str = "auto", views: bool = True,
-                     paths: Mapping[str, Sequence[Sequence[int]]] | None = None) -> Program:
+                     paths: Mapping[str, Sequence[Sequence[int]]] | None = None, fuse: bool = True,
+                     saved: Mapping[str, tuple[str, int]] | None = None,
+                     run_per_piece: bool = False, image_lanes: Mapping[str, str] | None = None) -> Program:
     """Compile a sequence of networks into one :class:`Program` (one compiler: tensors stay on chip
     from one network to the next, and a tensor that comes back in another layout counts as a
     re-layout like any other). Each network runs along its path in ``paths`` (by label), else its
@@ -250,9 +265,15 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
     result's target, e.g. a HOOI factor from its TTM chain, :mod:`gen.workload.hooi`): the program
     records a ``derive`` host operation after the run that reads the result back, and the run that
     writes the derived tensor comes after it (:meth:`Program.write_deps` times the write from there).
+    ``saved``: intermediates a later network uses by name (name -> (label of the network computing
+    it, its SSA id on that network's path)): kept (read back when it leaves the chip).
+    ``fuse``: as :func:`compile_layer`'s; ``run_per_piece``: see :class:`gen.compiler.compiler.Compiler`.
+    ``image_lanes``: host-store input -> the mode whose (low half, if split) is the lane of its DRAM
+    image (default: the lane of its first write), e.g. one that no network contracts first.
     """
     derived = dict(derived or {})
-    comp = Compiler(config, relayout=relayout, views=views, keep_lanes=True)
+    comp = Compiler(config, relayout=relayout, views=views, keep_lanes=True, fuse=fuse,
+                    run_per_piece=run_per_piece)
     layer = _Layer(comp, config.lanes, pad)
     outs: dict[str, Tensor] = {}
     used_paths: dict[str, list[list[int]]] = {}
@@ -264,6 +285,10 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
                 layer.tensors[op.name] = outs[op.name]
         new = [op.name for op in net.inputs if op.name not in layer.tensors]
         layer.add_inputs(orig, net)
+        for op in net.inputs:
+            if op.name in new and op.name in (image_lanes or {}):
+                base = image_lanes[op.name]
+                layer.tensors[op.name].dram_lane = next(m for m in op.modes if m in (base, f"{base}~l"))
         for name in new:
             if name in derived:
                 src = outs.get(derived[name])
@@ -273,7 +298,11 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
                 layer.tensors[name].read_run = src.read_run
                 comp.host_ops.append((src.read_run, "derive", (name, derived[name])))
         path = (paths or {}).get(net.label) or best_path(orig)
+        keeps = {name: f"{net.label}.t{sid}" for name, (label, sid) in (saved or {}).items() if label == net.label}
+        comp.mem.keep |= set(keeps.values())
         out = comp.network(net, path, layer.tensors, net.label)
+        for name, inner in keeps.items():
+            outs[name] = comp.registry[inner]
         used_paths[net.label] = [list(p) for p in path]
         layer.add_result(orig, net, out)
         outs[net.target] = out

@@ -68,12 +68,16 @@ def fit_of(T: np.ndarray, core: np.ndarray, factors: Sequence[np.ndarray]) -> fl
 
 def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig) -> tuple[HooiNetworks, Program]:
     """The networks of one iteration and their program: without zero padding, and with it when it
-    would change a mode (:func:`gen.compiler.layout.split_modes`), the fewer cycles end to end kept."""
+    would change a mode (:func:`gen.compiler.layout.split_modes`); chunk pieces sharing runs, and
+    each in a run of its own (``run_per_piece``); the fewer cycles end to end kept. The tensor's
+    DRAM image has mode 0 as its lane: no chain contracts mode 0 first (``docs/hooi.md``)."""
     nets = hooi_networks(shape, ranks)
     pads = [False]
     if any(padded_size(s, config.lanes) != s for s in (*shape, *ranks)):
         pads.append(True)
-    progs = [compile_networks(nets.networks, config, derived=nets.derived, pad=p, paths=nets.paths) for p in pads]
+    progs = [compile_networks(nets.networks, config, derived=nets.derived, pad=p, paths=nets.paths,
+                              saved=nets.saved, run_per_piece=r, image_lanes={"T": "i0"})
+             for p in pads for r in (False, True)]
     return nets, min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
 
 

@@ -17,16 +17,18 @@ Mode names: ``i<k>`` the tensor's modes, ``r<k>`` the ranks. Operand names (host
 
 Chains apply the modes from the last to the first (seed 004: "from mode N, then N-1, ... until mode
 1"); a mode already updated in this iteration uses ``V<m>``, a later one ``U<m>``. Every prefix of a
-chain that a later mode shares is computed as a network of its own (its result ``Z...``); the rest
-of a chain is one network. Every network applies its TTMs in chain order (its path is fixed, not
-the CSSE's): the tensor's lane (a low mode) is then never the first mode a chain contracts, so the
-tensor is read in one layout by every chain (the compiler cannot contract a lane mode).
+chain that a later mode shares is an intermediate of that chain's network saved for the later one
+(``HooiNetworks.saved``: the chain stays one network, so the compiler can run its TTMs piece by
+piece without a round trip through DRAM, and still reads the prefix back). Every network applies
+its TTMs in chain order (its path is fixed, not the CSSE's): the tensor's lane (a low mode) is then
+never the first mode a chain contracts, so the tensor is read in one layout by every chain (the
+compiler cannot contract a lane mode).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from gen.errors import SpecError
@@ -50,6 +52,9 @@ class HooiNetworks:
     #: TTMs (pairwise tensor-times-matrix contractions) per iteration, without and with reuse
     ttms_plain: int
     ttms: int
+    #: partial chains reused by a later mode: name (``Z...``) -> (the network computing it, the SSA
+    #: id of that intermediate on its path)
+    saved: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def check_ranks(shape: Sequence[int], ranks: Sequence[int]) -> None:
@@ -94,14 +99,17 @@ def hooi_networks(shape: Sequence[int], ranks: Sequence[int]) -> HooiNetworks:
     paths: dict[str, list[list[int]]] = {}
     ttms = 0
 
-    def add(start: Key, end: Key, target: str, extra: tuple[Operand, ...] = ()) -> None:
+    saved: dict[str, tuple[str, int]] = {}
+
+    def add(start: Key, end: Key, target: str, keep: Sequence[int] = ()) -> None:
+        """The network applying the TTMs of ``end`` after ``start``; the prefixes ``end[:q]`` for
+        ``q`` in ``keep`` are saved as ``Z...`` intermediates."""
         nonlocal ttms
         applied = {m for m, _ in start}
         inputs = [Operand(avail[start], _modes(d, applied))]
         for m, kind in end[len(start):]:
             inputs.append(Operand(f"{kind}{m}", (f"i{m}", f"r{m}")))
             applied.add(m)
-        inputs += extra
         out = _modes(d, applied)
         nets.append(Network(phase="hooi", target=target, inputs=tuple(inputs), output=out,
                             sizes={m: sizes[m] for op in inputs for m in op.modes},
@@ -110,15 +118,15 @@ def hooi_networks(shape: Sequence[int], ranks: Sequence[int]) -> HooiNetworks:
         avail[end] = target
         k = len(inputs)
         paths[target] = [[0, 1]] + [[k + j, j + 2] for j in range(k - 2)]
+        for q in keep:      # after the TTMs end[len(start):q]: step q - len(start) - 1
+            avail[end[:q]] = _zname(end[:q])
+            saved[_zname(end[:q])] = (target, k + q - len(start) - 1)
 
     for n, ch in enumerate(chains):
         j = max(q for q in range(len(ch) + 1) if ch[:q] in avail)
         later = {c[:q] for c in chains[n + 1:] for q in range(1, len(c) + 1)}
-        for q in range(j + 1, len(ch)):      # every shared prefix is a result of its own
-            if ch[:q] in later:
-                add(ch[:j], ch[:q], _zname(ch[:q]))
-                j = q
-        add(ch[:j], ch, f"Y{n}")
+        # every shared prefix is saved from this chain's network
+        add(ch[:j], ch, f"Y{n}", [q for q in range(j + 1, len(ch)) if ch[:q] in later])
         derived[f"V{n}"] = f"Y{n}"
     # the core: the last chain times its own (new) factor
     last = chains[-1]
@@ -131,7 +139,7 @@ def hooi_networks(shape: Sequence[int], ranks: Sequence[int]) -> HooiNetworks:
                         sizes={m: sizes[m] for m in _modes(d, applied) + (f"i{d - 1}", f"r{d - 1}")},
                         result_shape=tuple(ranks)))
     paths["G"] = [[0, 1]]
-    return HooiNetworks(tuple(nets), derived, paths, ttms_plain=d * (d - 1), ttms=ttms)
+    return HooiNetworks(tuple(nets), derived, paths, ttms_plain=d * (d - 1), ttms=ttms, saved=saved)
 
 
 __all__ = ["ORDERS", "HooiNetworks", "check_ranks", "chain", "hooi_networks"]
