@@ -288,7 +288,11 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
         for op in net.inputs:
             if op.name in new and op.name in (image_lanes or {}):
                 base = image_lanes[op.name]
-                layer.tensors[op.name].dram_lane = next(m for m in op.modes if m in (base, f"{base}~l"))
+                lane = next((m for m in op.modes if m in (base, f"{base}~l")), None)
+                if lane is None:
+                    raise CompileError(f"{op.name} has no mode {base} to be the lane of its DRAM image "
+                                       f"(modes {op.modes})", field="image_lanes")
+                layer.tensors[op.name].dram_lane = lane
         for name in new:
             if name in derived:
                 src = outs.get(derived[name])
