@@ -17,7 +17,7 @@ from gen.cli import main as fetta_main
 from gen.compiler import compile_layer
 from gen.compiler.estimate import model_compiled
 from gen.design.config import FettaConfig
-from gen.model.arch import ARCHS
+from gen.compiler.capabilities import ARCHS, capabilities
 from gen.toolflow.execute import execute
 from sim.golden import random_inputs
 from gen.model import ENERGY_PJ, gemm_of, map_step, model_network
@@ -134,12 +134,21 @@ def test_cli_model_json(arch):
     from gen.search import search_network
 
     spec = load_spec("benchmarks/layers/atis_tt.json")
-    if arch == "fetta":    # the compiled program: train reuses FP / BP intermediates in WG
-        assert out["timing"] == "compiled"
+    # every architecture is a compiled program (its capability set of the one engine)
+    assert out["timing"] == "compiled"
+    caps = capabilities(arch)
+    prog = caps.compile(spec, "train", FettaConfig())
+    assert out["macs"] == prog.macs and out["cycles"] == prog.timeline(caps.config(FettaConfig())).cycles
+    assert out["relayouts"] == prog.relayouts and out["onchip_relayouts"] == prog.onchip_relayouts
+    if arch == "fetta":    # train reuses FP / BP intermediates in WG
         assert out["macs"] == compile_layer(spec, "train", FettaConfig()).macs
-    else:
-        assert out["timing"] == "analytical"
-        assert out["macs"] == sum(search_network(n, 1)[0].macs for n in phase_networks(spec, "train"))
+        assert out["macs"] < sum(search_network(n, 1)[0].macs for n in phase_networks(spec, "train"))
+
+
+def test_cli_model_analytical_is_fettas_estimate():
+    proc = subprocess.run([sys.executable, "-m", "gen", "model", "--spec", "benchmarks/layers/atis_tt.json",
+                           "--phase", "fp", "--arch", "tpu", "--analytical"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--analytical" in proc.stderr
 
 
 def test_cli_model_bad_config_field():

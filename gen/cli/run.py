@@ -24,6 +24,7 @@ import numpy as np
 
 from gen.cli.common import (add_config_arguments, add_json_argument, add_max_elements_argument, add_seed_argument,
                             config_from_args, output_file, print_json, positive_int)
+from gen.compiler.capabilities import PATHS, named_paths
 from gen.compiler.compiler import RELAYOUT_POLICIES
 from gen.errors import ConfigError, UsageError
 from gen.toolflow.run import PHASES, SIMS, max_rel_err, phases_of, run_compiled_layer, run_dense
@@ -48,6 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relayout", default="auto", choices=RELAYOUT_POLICIES,
                    help="tensorized formats: re-lay out tensors on chip (identity GEMM), through the host, or "
                         "whichever is estimated faster (default auto)")
+    p.add_argument("--path", default="optimal", choices=PATHS,
+                   help="tensorized formats: contraction order, the CSSE's (default optimal) or a fixed one "
+                        "(btt, ette, left, right: gen/search/baselines.py; a fixed order skips the training-aware "
+                        "WG re-solve)")
     add_max_elements_argument(p)
     add_config_arguments(p)
     add_json_argument(p)
@@ -66,9 +71,11 @@ def main(args: argparse.Namespace) -> int:
     source = {"file": args.inputs, "keys": sorted(given), "seed": args.seed}
     if spec.format != "dense":
         return run_compiled(args, spec, config, inputs, source)
-    if args.pieces is not None or args.relayout != "auto":
-        raise UsageError("--pieces and --relayout apply to tensorized formats (the dense GEMM tiler has "
-                         "its own passes)", field="--pieces" if args.pieces is not None else "--relayout")
+    for opt, given_ in (("--pieces", args.pieces is not None), ("--relayout", args.relayout != "auto"),
+                        ("--path", args.path != "optimal")):
+        if given_:
+            raise UsageError("--pieces, --relayout and --path apply to tensorized formats (the dense GEMM tiler "
+                             "has its own passes)", field=opt)
     golden = compute(spec, inputs, phases=phases)
     t0 = time.perf_counter()
     r = run_dense(config, inputs, phases, args.sim, show_progress=not args.json)
@@ -95,7 +102,9 @@ def run_compiled(args, spec, config, inputs, source: dict) -> int:
     came from (``file`` and its ``keys``, ``seed`` for the rest)."""
     t0 = time.perf_counter()
     prog, ex, rtl = run_compiled_layer(spec, args.phase, config, inputs, args.sim, show_progress=not args.json,
-                                       pieces=args.pieces, relayout=args.relayout)
+                                       pieces=args.pieces, relayout=args.relayout,
+                                       paths=named_paths(spec, args.phase, args.path),
+                                       reuse=args.path == "optimal")
     golden = compute(spec, inputs, phases=phases_of(args.phase))
     seconds = time.perf_counter() - t0
     if args.out:

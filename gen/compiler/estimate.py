@@ -19,7 +19,9 @@ element). DMA transfers write or read every element once in the unified memory.
 
 from __future__ import annotations
 
-from gen.compiler.phases import compile_layer
+from dataclasses import replace
+
+from gen.compiler.capabilities import capabilities
 from gen.compiler.program import Program
 from gen.design.config import FettaConfig
 from gen.design.isa import Geometry, Opcode, gemm_macs, loads, out_rows, stationary, vector_rows
@@ -68,17 +70,28 @@ def compulsory_bytes(spec, phase: str, config: FettaConfig) -> int:
     return sum(sizes[k] for k in keys) * (config.elem_bits // 8)
 
 
-def model_compiled(spec, phase: str, config: FettaConfig | None = None, paths=None) -> ModelResult:
-    """Cycles, DRAM bytes, SRAM accesses and energy of ``phase`` of ``spec`` as compiled for ``config``."""
+def model_compiled(spec, phase: str, config: FettaConfig | None = None, paths=None, arch: str = "fetta",
+                   path: str | None = None) -> ModelResult:
+    """Cycles, DRAM bytes, SRAM accesses and energy of ``phase`` of ``spec`` as compiled for ``config``
+    with the capabilities of ``arch`` (:mod:`gen.compiler.capabilities`: an architecture or an
+    ablation; its design is :meth:`Capabilities.config` of ``config``). ``paths`` (by network label)
+    or ``path`` (a name of :data:`gen.compiler.capabilities.PATHS`) replace the capability's order.
+    Distribution / reduction network accesses are charged ``dist_scale`` / ``red_scale`` times
+    FETTA's energy (a Benes network: 2x)."""
     config = config or FettaConfig()
-    prog = compile_layer(spec, phase, config, paths)
-    t = prog.timeline(config)
-    acc = program_accesses(prog, config)
-    energy = sum(acc[k] * ENERGY_PJ[k] for k in acc) + prog.dram_bytes * ENERGY_PJ["dram_byte"] \
-        + t.cycles * ENERGY_PJ["static"]
+    caps = capabilities(arch)
+    if path is not None:
+        caps = replace(caps, path=path)
+    design = caps.config(config)
+    prog = caps.compile(spec, phase, config, paths)
+    t = prog.timeline(design)
+    acc = program_accesses(prog, design)
+    scale = {"dist": caps.dist_scale, "red": caps.red_scale}
+    energy = sum(acc[k] * ENERGY_PJ[k] * scale.get(k, 1.0) for k in acc) \
+        + prog.dram_bytes * ENERGY_PJ["dram_byte"] + t.cycles * ENERGY_PJ["static"]
     res = ModelResult(cycles=t.cycles, macs=prog.macs, dram_bytes=t.dram_bytes, sram_accesses=acc["sram"],
                       energy_pj=energy, freq_mhz=config.freq_mhz, compute_cycles=t.compute_cycles,
-                      dram_stall_cycles=t.dram_stall_cycles, _pes=config.macs)
+                      dram_stall_cycles=t.dram_stall_cycles, program=prog, _pes=design.macs)
     res.steps = [{"network": s.network, "step": s.step, "roles": s.roles, "grid": list(s.grid), "macs": s.macs,
                   "est_cycles": s.est_cycles, "out_layout": list(s.out_layout)} for s in prog.steps]
     return res

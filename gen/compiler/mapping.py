@@ -89,10 +89,11 @@ def template(m: Mapping_) -> Instr:
 
 
 @functools.lru_cache(maxsize=2048)
-def map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geometry, tr: int = 0) -> tuple[Mapping_, ...]:
+def map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geometry, tr: int = 0,
+               k_split: bool = True) -> tuple[Mapping_, ...]:
     """:func:`map_gemm_all`, memoized (plans of one step often share their loop nests).
     The mappings returned are shared: callers must not modify them."""
-    return tuple(map_gemm_all(list(free), list(ks), o_sk, geo, tr=tr))
+    return tuple(map_gemm_all(list(free), list(ks), o_sk, geo, tr=tr, k_split=k_split))
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -135,10 +136,14 @@ def _grids(E: int) -> list[tuple[int, int, int]]:
             for c in range(E.bit_length()) if (1 << (a + b + c)) <= E]
 
 
-def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int = 0) -> list[Mapping_]:
-    """Every grid, split loop and level assignment whose fields fit, with its cycles (unchecked)."""
+def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int = 0,
+                k_split: bool = True) -> list[Mapping_]:
+    """Every grid, split loop and level assignment whose fields fit, with its cycles (unchecked);
+    with ``k_split`` False only grids with ``gk = 1``."""
     cands: list[Mapping_] = []
     for gm, gn, gk in _grids(geo.ces):
+        if gk > 1 and not k_split:
+            continue
         gk_opts = [None] if gk == 1 else [i for i, lp in enumerate(ks) if lp.trip % gk == 0]
         gm_opts = [None] if gm == 1 else [i for i, lp in enumerate(free) if lp.trip % gm == 0]
         gn_opts = [None] if gn == 1 else [i for i, lp in enumerate(free) if lp.trip % gn == 0]
@@ -176,7 +181,7 @@ def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int 
 
 
 def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: int = 4,
-                 tr: int = 0) -> list[Mapping_]:
+                 tr: int = 0, k_split: bool = True) -> list[Mapping_]:
     """Mappings whose template (bases 0) passes :func:`check`, fastest first: every grid, split
     loop and level assignment is costed with the timing rules of :mod:`gen.design.isa` (cheap), then
     checked in order of cycles until ``keep`` pass (the caller tries them with real bases).
@@ -184,8 +189,10 @@ def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: i
     ``tr``: operands read through their distribution network's transpose layer (a *transposed
     view*, :meth:`gen.compiler.planner.Planner.view`): the loop of stride 1 selects lanes, so only
     mappings that split it over the CE grid pass the checks (the temporal address of a transposed
-    operand is a multiple of ``lanes``)."""
-    cands = _candidates(merge_loops(free), merge_loops(ks), o_sk, geo, tr)
+    operand is a multiple of ``lanes``).
+    ``k_split=False``: no grid splits a contracted loop over CEs (an engine without the reduction
+    network's cross-CE sums, a capability set of :mod:`gen.compiler.capabilities`)."""
+    cands = _candidates(merge_loops(free), merge_loops(ks), o_sk, geo, tr, k_split)
     order = sorted(range(len(cands)), key=lambda i: (cands[i].cycles, -math.prod(cands[i].grid), i))
     found: list[Mapping_] = []
     for m in (cands[i] for i in order):
@@ -194,8 +201,9 @@ def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: i
         ins = template(m)
         if check(ins, geo) != ErrorCode.NONE:
             continue
-        # the unrolled loops move the bases: each stride must keep the bank/XOR rule
-        if any(check(replace(ins, a_base=lp.a, b_base=lp.b), geo) != ErrorCode.NONE
+        # the unrolled loops move the bases: each stride must stay in a half and keep the bank/XOR rule
+        if any(max(lp.a, lp.b) >= geo.unified_half_rows
+               or check(replace(ins, a_base=lp.a, b_base=lp.b), geo) != ErrorCode.NONE
                for lp in m.free_unroll + m.k_unroll):
             continue
         assert exec_cycles(ins, geo) + OVERHEAD == m.cycles // m.instrs, (m, ins)

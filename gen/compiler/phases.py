@@ -13,7 +13,7 @@ and every WG network is re-solved with the saved tensors as extra inputs when th
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from gen.compiler.allocate import Tensor
 from gen.compiler.batched import pieced
@@ -25,6 +25,13 @@ from gen.design.config import FettaConfig
 from gen.design.isa import Geometry
 from gen.search.csse import best_path
 from gen.workload.network import Network, Operand, path_macs, path_steps, phase_networks
+
+
+class _Policy(NamedTuple):
+    """:func:`compile_layer`'s ``relayout`` and ``k_split``, passed on to every compiler it makes."""
+
+    relayout: str = "auto"
+    k_split: bool = True
 
 
 def default_paths(nets: Sequence[Network]) -> dict[str, list[list[int]]]:
@@ -46,7 +53,7 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
                   reuse: bool = True, align: bool = False, pad: bool | None = None,
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
-                  views: bool | None = None, fuse: bool | None = None) -> Program:
+                  views: bool | None = None, fuse: bool | None = None, k_split: bool = True) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
@@ -73,6 +80,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     compiles fused and, when that chunks a step, also unfused, and keeps the fewer cycles end to end
     (fused pieces keep intermediates on chip but can be more pieces: measured both ways in
     ``docs/compiler.md``).
+    ``k_split=False``: no step splits a contracted mode over the CE grid (the cross-CE sums of the
+    reduction network unused: a capability set, :mod:`gen.compiler.capabilities`).
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
     NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
     if pieces_by not in (None, "networks", "phase"):
@@ -81,7 +90,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     for v in ([views] if views is not None else [False, True]):
         if v and views is None and progs and not any(p.relayouts for p in progs):
             break
-        progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, pieces_by, v, fuse)
+        progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces, _Policy(relayout, k_split),
+                           pieces_by, v, fuse)
     if not progs:
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
@@ -89,7 +99,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
 
 
-def _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, pieces_by, views,
+def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pieces_by, views,
               fuse) -> list[Program]:
     """The programs :func:`compile_layer` chooses from for one ``views`` setting."""
     pads = [pad]
@@ -102,10 +112,10 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, p
     progs = []
     for pd in pads:
         fz = fuse is not False
-        whole = _compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout, views=views,
+        whole = _compile_layer(spec, phase, config, paths, reuse, align, pd, policy=policy, views=views,
                                fuse=fz)
         if fuse is None and whole.chunked_steps:     # chunked: also without fusion, the faster kept
-            other = _compile_layer(spec, phase, config, paths, reuse, align, pd, relayout=relayout, views=views,
+            other = _compile_layer(spec, phase, config, paths, reuse, align, pd, policy=policy, views=views,
                                    fuse=False)
             if other.timeline(config).cycles < whole.timeline(config).cycles:
                 whole, fz = other, False
@@ -116,13 +126,13 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, relayout, p
         if pieces in (None, 1):
             progs.append(whole)
         if pieces != 1 and pieces_by in (None, "networks"):
-            progs += _pipelined(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole, views, fz)
+            progs += _pipelined(spec, phase, config, paths, reuse, align, pd, pieces, policy, whole, views, fz)
         if pieces != 1 and pieces_by in (None, "phase"):
-            progs += _batched(spec, phase, config, paths, reuse, align, pd, pieces, relayout, whole, views, fz)
+            progs += _batched(spec, phase, config, paths, reuse, align, pd, pieces, policy, whole, views, fz)
     return progs
 
 
-def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole, views, fuse) -> list[Program]:
+def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, policy, whole, views, fuse) -> list[Program]:
     """fp / bp in batch pieces network by network (:func:`gen.compiler.pipeline.pipelined_network`)."""
     if phase not in ("fp", "bp"):
         return []
@@ -131,7 +141,7 @@ def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, 
     out = []
     for P in [p for p in wanted if all(p in piece_counts(net, (p,)) for net in nets)]:
         try:
-            prog = _compile_layer(spec, phase, config, paths, reuse, align, pad, relayout=relayout, pieces=P,
+            prog = _compile_layer(spec, phase, config, paths, reuse, align, pad, policy=policy, pieces=P,
                                   views=views, fuse=fuse)
         except CompileError:
             continue                # e.g. a piece that needs chunking over a contracted mode
@@ -142,7 +152,7 @@ def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, relayout, 
     return out
 
 
-def _batched(spec, phase, config, paths, reuse, align, pad, pieces, relayout, whole, views, fuse) -> list[Program]:
+def _batched(spec, phase, config, paths, reuse, align, pad, pieces, policy, whole, views, fuse) -> list[Program]:
     """The phase in batch pieces as one repeated piece program (:func:`gen.compiler.batched.pieced`).
     A piece must fit one segment: with the whole batch taking ``S`` segments, only ``P >= S`` is tried
     (compile time), and larger counts only while they pay."""
@@ -155,7 +165,7 @@ def _batched(spec, phase, config, paths, reuse, align, pad, pieces, relayout, wh
     for P in counts:
         try:
             piece = _compile_layer(replace(spec, batch=spec.batch // P), phase, config, paths, reuse, align, pad,
-                                   carry_rows=carry, relayout=relayout, views=views, fuse=fuse)
+                                   carry_rows=carry, policy=policy, views=views, fuse=fuse)
         except CompileError:
             continue
         prog = pieced(piece, P, spec.batch, config)
@@ -204,9 +214,11 @@ class _Layer:
 
 
 def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: int = 0,
-                   relayout: str = "auto", pieces: int = 1, views: bool = True, fuse: bool = True) -> Program:
+                   policy: _Policy | None = None, pieces: int = 1, views: bool = True, fuse: bool = True) -> Program:
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
-    comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=relayout, views=views, fuse=fuse)
+    policy = policy or _Policy()
+    comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views, fuse=fuse,
+                    k_split=policy.k_split)
     layer = _Layer(comp, config.lanes, pad)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []

@@ -73,8 +73,11 @@ class Planner:
     """Plans the steps of one compilation (``sizes`` and ``mem`` are the compiler's, shared)."""
 
     def __init__(self, config: FettaConfig, geo: Geometry, align: int, sizes: dict[str, int], mem: Memory,
-                 dummy: Callable[[], str], relayout: str = "auto", views: bool = True, keep_lanes: bool = False):
+                 dummy: Callable[[], str], relayout: str = "auto", views: bool = True, keep_lanes: bool = False,
+                 k_split: bool = True):
         self.config = config
+        #: contracted modes may be split over the CE grid (sums across CEs in the reduction network)
+        self.k_split = k_split
         #: a tensor the host holds keeps the lane of its DRAM image where a step allows it; another
         #: lane costs a transpose through DRAM (:meth:`Program.host_transposes` counts them)
         self.keep_lanes = keep_lanes
@@ -188,7 +191,7 @@ class Planner:
         keep = [m for m in t.layout.modes if m != lane] + [primed(lane)]
         free, ks = self.loops(t.layout, e_lay, got, old, primed(lane), keep, [lane])
         try:
-            return got, e_lay, map_cached(tuple(free), tuple(ks), got.stride(old), self.geo)
+            return got, e_lay, map_cached(tuple(free), tuple(ks), got.stride(old), self.geo, 0, self.k_split)
         except CompileError:
             return None
 
@@ -230,7 +233,7 @@ class Planner:
                 for beta in self.lane_choices(Y, yn) or [None]:
                     gms = [None] + [m for m in xm + batch if m != alpha and ok(m)]
                     gns = [None] + [m for m in yn + batch if m != beta and ok(m)]
-                    gks = [None] + [m for m in kmodes if ok(m)]
+                    gks = [None] + [m for m in kmodes if ok(m) and self.k_split]
                     union = set(X.modes) | set(Y.modes)
                     padded = math.prod(ceil_to(sizes[m], L) if m in (alpha, beta) else sizes[m] for m in union)
                     padded *= (L if alpha is None else 1) * (L if beta is None else 1)
@@ -359,7 +362,7 @@ class Planner:
                 lo = Layout.make(oo, self.sizes, self.L, padded=(alpha,), align=self.align)
                 free, ks = self.loops(la, lb, lo, alpha, beta, keep_modes, kmodes)
                 try:
-                    mappings = map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo, tr)
+                    mappings = map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo, tr, self.k_split)
                 except CompileError:
                     continue
                 best = min(best, mappings[0].cycles + penalty)

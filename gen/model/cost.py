@@ -318,6 +318,8 @@ class ModelResult:
     #: cycles the arrays wait for DRAM; ``None`` for the analytical per-step model
     compute_cycles: int | None = None
     dram_stall_cycles: int | None = None
+    #: the compiled :class:`gen.compiler.program.Program` it was measured on (None: analytical)
+    program: Any = field(default=None, repr=False, compare=False)
 
     @property
     def seconds(self) -> float:

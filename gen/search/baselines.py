@@ -6,6 +6,8 @@ WG, ``dY`` in BP); the other inputs are the weight operands (and ``dY`` in WG).
 
 ``left_to_right`` (TIE-style, FETTA section III-A "Scheme-1")
     Absorb the inputs one by one in storage order: ``[0, 1], [n, 2], [n+1, 3], ..``.
+``right_to_left``
+    The same chain from the other end: ``[n-1, n-2], [n, n-3], ..`` (the source absorbed last).
 ``ette`` (ETTE, seed 002, section 4.1: elimination then expansion)
     Elimination: the source absorbs the cores that share a mode with it (the
     cores carrying the modes being eliminated); expansion: then the remaining
@@ -39,6 +41,8 @@ from gen.workload.network import Network, path_macs
 from gen.search.csse import best_path
 
 BASELINES = ("left_to_right", "ette", "btt", "tetrix", "best_mac")
+#: every named order :func:`baseline_path` knows (``right_to_left`` is not in the search's report)
+ORDERS = BASELINES + ("right_to_left",)
 
 
 def _size(net: Network, i: int) -> int:
@@ -101,6 +105,11 @@ class _Builder:
 def left_to_right(net: Network) -> list[list[int]]:
     n = len(net.inputs)
     return _chain(n, list(range(n)))[0] if n > 1 else []
+
+
+def right_to_left(net: Network) -> list[list[int]]:
+    n = len(net.inputs)
+    return _chain(n, list(reversed(range(n))))[0] if n > 1 else []
 
 
 def _groups(net: Network) -> tuple[list[int], list[int]]:
@@ -185,7 +194,8 @@ def best_mac(net: Network) -> list[list[int]]:
     return best_path(net)
 
 
-_FUNCS = {"left_to_right": left_to_right, "ette": ette, "btt": btt, "tetrix": tetrix, "best_mac": best_mac}
+_FUNCS = {"left_to_right": left_to_right, "right_to_left": right_to_left, "ette": ette, "btt": btt, "tetrix": tetrix,
+          "best_mac": best_mac}
 
 
 def baseline_path(name: str, net: Network) -> list[list[int]]:
@@ -211,5 +221,5 @@ def dense_layer_macs(spec, phase: str) -> int:
     return spec.batch * spec.I * spec.O * (3 if phase == "train" else 1)
 
 
-__all__ = ["BASELINES", "left_to_right", "ette", "btt", "tetrix", "best_mac", "baseline_path", "baselines_for",
+__all__ = ["BASELINES", "ORDERS", "left_to_right", "right_to_left", "ette", "btt", "tetrix", "best_mac", "baseline_path", "baselines_for",
            "dense_layer_macs"]
