@@ -15,6 +15,7 @@ from gen.compiler.capabilities import ABLATIONS, ARCHS, PATHS, capabilities, nam
 from gen.compiler.program import CompileError
 from gen.design.config import FettaConfig
 from gen.design.isa import Opcode
+from gen.model.arch import ARCHS as MODEL_ARCHS
 from gen.search.baselines import baseline_path
 from gen.toolflow.execute import execute
 from gen.workload.network import phase_networks
@@ -103,6 +104,12 @@ def test_right_to_left_order():
     n = len(net.inputs)
     path = baseline_path("right_to_left", net)
     assert path[0] == [n - 1, n - 2] and path[-1][1] == 0 and len(path) == n - 1
+
+
+def test_architectures_are_the_models():
+    """The capability sets are the architectures of gen.model.arch (whose energy scales they use)."""
+    assert set(ARCHS) == set(MODEL_ARCHS)
+    assert all(c.family == c.name for c in ARCHS.values()) and all(c.family == "fetta" for c in ABLATIONS.values())
 
 
 def test_unknown_names():

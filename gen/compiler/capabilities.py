@@ -27,8 +27,9 @@ A :class:`Capabilities` names, with the paper's section it comes from:
     batch pieces for ping-pong overlap of DRAM and compute (``None``: the compiler's choice; 1: none).
 ``path``
     the contraction order: ``optimal`` (the CSSE), or a fixed one (:data:`PATHS`).
-``dist_scale``, ``red_scale``
-    energy of one distribution / reduction network access relative to FETTA's butterflies.
+``family``
+    the architecture of :mod:`gen.model.arch` it is (an ablation's is ``fetta``): its network
+    energy scales (``dist_scale``, ``red_scale``) price the distribution / reduction accesses.
 
 What the engine cannot take away is listed per architecture in :data:`NOT_MODELED` (each such gap
 favours the baseline). The engine's GEMMs are output-stationary (the compiler's one mapping): on
@@ -71,8 +72,7 @@ class Capabilities:
     reuse: bool = True
     pieces: int | None = None
     path: str = "optimal"
-    dist_scale: float = 1.0
-    red_scale: float = 1.0
+    family: str = "fetta"
 
     def config(self, config: FettaConfig) -> FettaConfig:
         """The design this architecture runs on: ``config`` itself, or its MACs as one square array."""
@@ -84,15 +84,11 @@ class Capabilities:
                               field="num_ces")
         return config.replace(num_ces=1, ce_rows=side, ce_cols=side, lanes=side, banks=2, net_ports=2)
 
-    def paths(self, spec, phase: str) -> dict[str, list[list[int]]] | None:
-        """The contraction path of every network of ``phase`` (None: the compiler's CSSE optimum)."""
-        return named_paths(spec, phase, self.path)
-
     def compile(self, spec, phase: str, config: FettaConfig,
                 paths: Mapping[str, Sequence[Sequence[int]]] | None = None) -> Program:
         """``phase`` of ``spec`` compiled with these capabilities for :meth:`config` of ``config``
         (``paths`` replaces the capability's own order)."""
-        paths = paths if paths is not None else self.paths(spec, phase)
+        paths = paths if paths is not None else named_paths(spec, phase, self.path)
         return compile_layer(spec, phase, self.config(config), paths, reuse=self.reuse and self.path == "optimal",
                              pieces=self.pieces, relayout=self.relayout, views=self.views, k_split=self.k_split)
 
@@ -108,20 +104,21 @@ def named_paths(spec, phase: str, name: str) -> dict[str, list[list[int]]] | Non
     return {net.label: baseline_path(_PATH_FUNCS[name], net) for ph in phases for net in phase_networks(spec, ph)}
 
 
-#: the architectures of FETTA's comparison (Table I, VI-B), each on the same engine
+#: the architectures of FETTA's comparison (Table I, VI-B), each on the same engine (the names of
+#: :data:`gen.model.arch.ARCHS`)
 ARCHS: dict[str, Capabilities] = {c.name: c for c in (
     Capabilities("fetta", "FETTA: every capability of the engine (sections IV, V)"),
     Capabilities("sigma", "SIGMA: flexible distribution and reduction (Benes: 2x switching energy, V-B4), "
                  "no transposition: reorders through DRAM (Table I, III-B3, VII-D2)",
-                 views=False, relayout="host", dist_scale=2.0),
+                 views=False, relayout="host", family="sigma"),
     Capabilities("treta", "TRETA: CE array, no flexible reduction (no cross-CE sums), no transposition: "
                  "reorders through DRAM (Table I, III-B3, VII-D3)",
-                 k_split=False, views=False, relayout="host", dist_scale=0.0, red_scale=0.0),
+                 k_split=False, views=False, relayout="host", family="treta"),
     Capabilities("tpu", "TPU: one 16x16 systolic array, fixed dataflow, explicit transposes on the array "
                  "(III-B2, VII-C)",
-                 array="square", views=False, relayout="onchip", dist_scale=0.0, red_scale=0.0),
+                 array="square", views=False, relayout="onchip", family="tpu"),
     Capabilities("tpu-offchip", "TPU-offchip: as tpu, but tensors are reordered through DRAM (VII-D1)",
-                 array="square", views=False, relayout="host", dist_scale=0.0, red_scale=0.0),
+                 array="square", views=False, relayout="host", family="tpu-offchip"),
 )}
 
 #: what the engine cannot take away from an architecture (each gap favours it)
