@@ -57,6 +57,8 @@ def test_capability_sets_emulator(name, phase):
         assert all(ins.tr == 0 for ins in gemms)
     if caps.relayout == "host":
         assert prog.onchip_relayouts == 0
+    if caps.stationary is False:
+        assert set(prog.dataflows()) == {"OS"}
     if caps.array == "square":
         assert (design.num_ces, design.ce_rows, design.ce_cols) == (1, 16, 16)
         assert design.macs == DEFAULT.macs

@@ -237,6 +237,38 @@ def test_relayouts_counted():
     assert onchip > 0
 
 
+STATIONARY = ("WS", "IS", "WS_H", "IS_H")
+
+
+@pytest.mark.parametrize("fmt", ["tt", "ttm", "ht", "bt", "tucker"])
+def test_dataflow_switch_replaces_relayouts(fmt):
+    """With the dataflow switch an operand whose lane is a contracted mode streams in a stationary
+    mapping as it lies instead of being re-laid out: within the bound, fewer re-layouts (host and on
+    chip) than output-stationary only, and stationary GEMMs really issued with their loop nest
+    (``ACC_L0`` tiles add in the accumulation unit). ``stationary=None`` keeps the faster program."""
+    spec = parse_spec(SPECS[fmt])
+    os_only = compile_layer(spec, "train", DEFAULT, pieces=1, views=False, stationary=False)
+    prog, _ = check_layer(spec, "train", DEFAULT, pieces=1, views=False, stationary=True)
+    assert set(os_only.dataflows()) == {"OS"}
+    assert set(prog.dataflows()) & set(STATIONARY), fmt
+    gemms = [i for r in prog.runs for i in r.program if i.opcode == Opcode.GEMM]
+    assert all(i.mode == 0 or i.K == 1 or i.o_sk > 0 for i in gemms)
+    assert prog.relayouts + prog.onchip_relayouts < os_only.relayouts + os_only.onchip_relayouts, fmt
+    best = compile_layer(spec, "train", DEFAULT, pieces=1, views=False)
+    assert best.timeline(DEFAULT).cycles == min(p.timeline(DEFAULT).cycles for p in (prog, os_only))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("fmt", ["tt", "ht"])
+def test_rtl_stationary_icarus(fmt):
+    """Emulator == RTL (Icarus) for compiled WG phases whose steps switch dataflows (vertical and
+    horizontal IB loads; weight- and input-stationary) on the 4-CE configuration."""
+    prog, ex = check_layer(parse_spec(SPECS[fmt]), "wg", SMALL, pieces=1, views=False, stationary=True)
+    used = set(prog.dataflows())
+    assert used & {"WS", "IS"} and used & {"WS_H", "IS_H"}, used
+    assert rtl_check(ex, SMALL, "icarus")
+
+
 @pytest.mark.parametrize("phase", ["fp", "bp", "wg", "train"])
 @pytest.mark.parametrize("fmt", ["dense", "tt", "ttm", "tr", "ht", "bt", "tucker"])
 def test_batch_pieces(fmt, phase):

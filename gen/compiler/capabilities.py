@@ -17,6 +17,10 @@ A :class:`Capabilities` names, with the paper's section it comes from:
     a contracted mode may be split over CEs (the reduction network adds across CEs, FETTA V-B3).
 ``views``
     on-chip tensors may be read through the distribution networks' transpose layers (FETTA V-B2).
+``stationary``
+    the dataflow switch: a step may run weight- / input-stationary (vertical or horizontal IB loads)
+    to read an operand whose lane is a contracted mode as it lies (FETTA II-C, Fig. 12); ``False``:
+    output-stationary only.
 ``relayout``
     where a tensor whose layout does not suit its consumer is reordered: ``auto`` (the cheaper of an
     identity GEMM on chip and a round trip through DRAM), ``onchip`` (the identity GEMM: an explicit
@@ -32,11 +36,12 @@ A :class:`Capabilities` names, with the paper's section it comes from:
     energy scales (``dist_scale``, ``red_scale``) price the distribution / reduction accesses.
 
 What the engine cannot take away is listed per architecture in :data:`NOT_MODELED` (each such gap
-favours the baseline). The engine's GEMMs are output-stationary (the compiler's one mapping): on
-this datapath a weight-stationary tile has the same period ``max(K, ce_rows)`` as an
-output-stationary one (:func:`gen.design.isa.tile_period`), the stationary side padding its
-contraction into the PE rows as OS pads it in time, so the baselines' WS arrays are timed with OS
-tiles of the same shape, and the engine picks the better operand orientation for them.
+favours the baseline). The baselines' GEMMs are output-stationary: on this datapath a
+weight-stationary tile has the same period as an output-stationary one
+(:func:`gen.design.isa.tile_period`), the stationary side padding its contraction into the PE rows
+as OS pads it in time, so their fixed-dataflow arrays are timed with OS tiles of the same shape,
+and the engine picks the better operand orientation for them. Only FETTA switches dataflows per
+step (``stationary``), which is what a fixed dataflow cannot do.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ class Capabilities:
     array: str = "grid"
     k_split: bool = True
     views: bool | None = None
+    stationary: bool | None = None
     relayout: str = "auto"
     reuse: bool = True
     pieces: int | None = None
@@ -90,7 +96,8 @@ class Capabilities:
         (``paths`` replaces the capability's own order)."""
         paths = paths if paths is not None else named_paths(spec, phase, self.path)
         return compile_layer(spec, phase, self.config(config), paths, reuse=self.reuse and self.path == "optimal",
-                             pieces=self.pieces, relayout=self.relayout, views=self.views, k_split=self.k_split)
+                             pieces=self.pieces, relayout=self.relayout, views=self.views, k_split=self.k_split,
+                             stationary=self.stationary)
 
 
 def named_paths(spec, phase: str, name: str) -> dict[str, list[list[int]]] | None:
@@ -110,15 +117,15 @@ ARCHS: dict[str, Capabilities] = {c.name: c for c in (
     Capabilities("fetta", "FETTA: every capability of the engine (sections IV, V)"),
     Capabilities("sigma", "SIGMA: flexible distribution and reduction (Benes: 2x switching energy, V-B4), "
                  "no transposition: reorders through DRAM (Table I, III-B3, VII-D2)",
-                 views=False, relayout="host", family="sigma"),
+                 views=False, relayout="host", stationary=False, family="sigma"),
     Capabilities("treta", "TRETA: CE array, no flexible reduction (no cross-CE sums), no transposition: "
                  "reorders through DRAM (Table I, III-B3, VII-D3)",
-                 k_split=False, views=False, relayout="host", family="treta"),
+                 k_split=False, views=False, relayout="host", stationary=False, family="treta"),
     Capabilities("tpu", "TPU: one 16x16 systolic array, fixed dataflow, explicit transposes on the array "
                  "(III-B2, VII-C)",
-                 array="square", views=False, relayout="onchip", family="tpu"),
+                 array="square", views=False, relayout="onchip", stationary=False, family="tpu"),
     Capabilities("tpu-offchip", "TPU-offchip: as tpu, but tensors are reordered through DRAM (VII-D1)",
-                 array="square", views=False, relayout="host", family="tpu-offchip"),
+                 array="square", views=False, relayout="host", stationary=False, family="tpu-offchip"),
 )}
 
 #: what the engine cannot take away from an architecture (each gap favours it)
@@ -133,8 +140,9 @@ _FETTA = ARCHS["fetta"]
 #: FETTA with one capability taken away each (``python -m benchmarks compare``'s ablation)
 ABLATIONS: dict[str, Capabilities] = {c.name: c for c in (
     replace(_FETTA, name="no-transpose-views", doc="no distribution-network transpose layers", views=False),
-    replace(_FETTA, name="no-onchip-reorder", doc="no on-chip reordering (views, identity GEMMs): through DRAM",
-            views=False, relayout="host"),
+    replace(_FETTA, name="no-dataflow-switch", doc="output-stationary only: no per-step WS / IS", stationary=False),
+    replace(_FETTA, name="no-onchip-reorder", doc="no on-chip reordering (views, dataflow switch, identity GEMMs): "
+            "through DRAM", views=False, relayout="host", stationary=False),
     replace(_FETTA, name="no-k-split", doc="no cross-CE sums in the reduction network", k_split=False),
     replace(_FETTA, name="no-training-aware", doc="WG without the saved FP / BP intermediates", reuse=False),
     replace(_FETTA, name="no-ping-pong", doc="the whole batch at once: no batch pieces overlapping DRAM",

@@ -24,7 +24,7 @@ from gen.compiler.relayout import eye_layout, eye_name, primed
 from gen.compiler.program import (CompileError, Program, StepRecord, gemm_dataflows, gemm_transposes,
                                   onchip_bytes)
 from gen.design.config import FettaConfig, check_accelerator
-from gen.design.isa import Geometry, Instr, gemm_macs
+from gen.design.isa import Dataflow, Geometry, Instr, gemm_macs
 from gen.workload.grouping import group_modes
 from gen.workload.network import Network, path_steps
 
@@ -33,6 +33,10 @@ from gen.workload.network import Network, path_steps
 #: identity GEMM against the DRAM time of the host path, which also splits the run), always on chip
 #: where the TCU can, or always through the host
 RELAYOUT_POLICIES = ("auto", "onchip", "host")
+
+#: a stationary plan holds its B operand in the PEs: ``WS`` / ``WS_H`` when B is batch-free (a weight),
+#: else the input-stationary name of the same mapping (:class:`gen.design.isa.Dataflow`)
+INPUT_STATIONARY = {Dataflow.WS: Dataflow.IS, Dataflow.WS_H: Dataflow.IS_H}
 
 
 class NoAccum(Exception):
@@ -44,7 +48,7 @@ class Compiler(Chunking):
 
     def __init__(self, config: FettaConfig, align: bool = False, carry_rows: int = 0, relayout: str = "auto",
                  views: bool = True, keep_lanes: bool = False, fuse: bool = True, run_per_piece: bool = False,
-                 k_split: bool = True):
+                 k_split: bool = True, stationary: bool = True):
         check_accelerator(config)
         if relayout not in RELAYOUT_POLICIES:
             raise CompileError(f"must be one of {', '.join(RELAYOUT_POLICIES)}, got {relayout!r}", field="relayout")
@@ -83,7 +87,7 @@ class Compiler(Chunking):
         self.mem = Memory(self.geo, self.elem_bytes, self.stats, self.host_ops)
         self.mem.protected = lambda t: not self.depends(t) or t.name in self.eyes
         self.planner = Planner(config, self.plan_geo, self.align, self.sizes, self.mem, self.dummy, relayout, views,
-                               keep_lanes, k_split)
+                               keep_lanes, k_split, stationary)
 
     # --- names and extents --------------------------------------------------------------
     def dummy(self) -> str:
@@ -221,6 +225,9 @@ class Compiler(Chunking):
         instrs, mp = (self._carried_instrs if carried else self._instrs)(plan, addr)
         if instrs is None:
             raise CompileError(f"no mapping of step {s_idx} of {label} passes the ISA checks", field="program")
+        if plan.mode in INPUT_STATIONARY and self.depends(Y):
+            # the held operand is an activation / gradient: the same datapath, named input-stationary
+            instrs = [replace(i, mode=INPUT_STATIONARY[plan.mode]) for i in instrs]
         self._add(instrs, "carry" if carried else "" if dep else "free")
         if dep:
             self.batch_dep.add(out.name)

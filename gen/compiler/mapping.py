@@ -9,6 +9,13 @@ the CE grids ``gm x gn x gk`` (products <= ``num_ces``), the loop each grid inde
 :mod:`gen.design.isa` (:func:`gen.design.isa.os_gemm_cycles`), screened with cheap bank
 conditions (:func:`banks_ok`) and checked with :func:`gen.design.isa.check`, fastest first.
 :func:`instantiate` turns a :class:`Mapping_` into instructions at real base addresses.
+
+The stationary dataflows (``WS`` / ``WS_H``, FETTA Fig. 12) map the same loop nests differently:
+the IB tile is ``loads`` rows of B held in the PEs (the loads walk one contracted lane block, or
+with horizontal loads one block of the result's lane mode: the *load loop*, :attr:`Mapping_.ld`),
+A's lane is the contracted mode the PE rows sum, and the ``K`` field streams IA vectors along a
+free loop of A (B's stride 0), one result row each. ``L0`` may be a contracted loop whose tiles
+add in the accumulation unit (``ACC_L0``). :func:`map_gemm_all` ``mode=`` chooses the family.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ from dataclasses import dataclass, replace
 
 from gen.compiler.program import CompileError
 from gen.compiler.layout import ceil_to
-from gen.design.isa import (OVERHEAD, ErrorCode, Flag, Geometry, Instr, check, exec_cycles, gemm, group_offsets,
-                            os_gemm_cycles, out_rows, temporal_max)
+from gen.design.isa import (OVERHEAD, Dataflow, ErrorCode, Flag, Geometry, Instr, check, exec_cycles, gemm,
+                            group_offsets, horizontal, os_gemm_cycles, out_rows, stationary, stationary_gemm_cycles,
+                            temporal_max)
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,13 @@ class Mapping_:
     instrs: int
     #: the transpose layers the operands are read through (:class:`gen.design.isa.Transpose` bits)
     tr: int = 0
+    #: the dataflow (:class:`gen.design.isa.Dataflow`): ``OS``, or a stationary one whose ``K`` loop
+    #: streams IA vectors and whose IB loads walk :attr:`ld`
+    mode: int = Dataflow.OS
+    #: stationary modes: the IB load loop (``b`` = the ``b_sk`` stride between loads)
+    ld: Lp = Lp("1", 1, 0, 0, 0)
+    #: stationary modes: ``L0`` is a contracted loop whose tiles add in the accumulation unit
+    acc_l0: bool = False
 
 
 def split_loop(lp: Lp, g: int) -> tuple[Lp, Lp]:
@@ -82,6 +97,11 @@ def split_loop(lp: Lp, g: int) -> tuple[Lp, Lp]:
 
 def template(m: Mapping_) -> Instr:
     """The GEMM instruction of a mapping with all bases 0 (the unrolled loops move the bases)."""
+    if stationary(m.mode):
+        return gemm(K=m.K.trip, grid=m.grid, L0=m.L0.trip, L1=m.L1.trip, mode=m.mode, acc_l0=m.acc_l0,
+                    a=(0, m.K.a, m.L0.a, m.L1.a, m.gm.a, m.gn.a, m.gk.a),
+                    b=(0, m.ld.b, m.L0.b, m.L1.b, m.gm.b, m.gn.b, m.gk.b),
+                    o=(0, m.K.o, m.L0.o, m.L1.o, m.gm.o, m.gn.o, 0), w_base=0, acc=False, wb=True, tr=m.tr)
     return gemm(K=m.K.trip, grid=m.grid, L0=m.L0.trip, L1=m.L1.trip,
                 a=(0, m.K.a, m.L0.a, m.L1.a, m.gm.a, m.gn.a, m.gk.a),
                 b=(0, m.K.b, m.L0.b, m.L1.b, m.gm.b, m.gn.b, m.gk.b),
@@ -90,10 +110,10 @@ def template(m: Mapping_) -> Instr:
 
 @functools.lru_cache(maxsize=2048)
 def map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geometry, tr: int = 0,
-               k_split: bool = True) -> tuple[Mapping_, ...]:
+               k_split: bool = True, mode: int = Dataflow.OS, ld_b: int = 0) -> tuple[Mapping_, ...]:
     """:func:`map_gemm_all`, memoized (plans of one step often share their loop nests).
     The mappings returned are shared: callers must not modify them."""
-    return tuple(map_gemm_all(list(free), list(ks), o_sk, geo, tr=tr, k_split=k_split))
+    return tuple(map_gemm_all(list(free), list(ks), o_sk, geo, tr=tr, k_split=k_split, mode=mode, ld_b=ld_b))
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -124,7 +144,7 @@ def banks_ok(m: Mapping_, banks: int) -> bool:
         low = _spatial_low(g, getattr(m.gm, op), getattr(m.gn, op), getattr(m.gk, op), banks)
         if low is None:
             return False
-        for lp in (m.K, m.L0, m.L1, *m.free_unroll, *m.k_unroll):
+        for lp in (m.K, m.L0, m.L1, m.ld, *m.free_unroll, *m.k_unroll):
             if getattr(lp, op) & low:
                 return False
     return _groups_ok(g[0], g[1], m.gm.o, m.gn.o, banks)
@@ -136,11 +156,9 @@ def _grids(E: int) -> list[tuple[int, int, int]]:
             for c in range(E.bit_length()) if (1 << (a + b + c)) <= E]
 
 
-def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int = 0,
-                k_split: bool = True) -> list[Mapping_]:
-    """Every grid, split loop and level assignment whose fields fit, with its cycles (unchecked);
-    with ``k_split`` False only grids with ``gk = 1``."""
-    cands: list[Mapping_] = []
+def _splits(free: list[Lp], ks: list[Lp], geo: Geometry, k_split: bool):
+    """Every grid ``(gm, gn, gk)`` and choice of the loops its indices split: ``(grid, gm, gn, gk
+    loops, contracted loops left, free loops left)``, the loops left largest first."""
     for gm, gn, gk in _grids(geo.ces):
         if gk > 1 and not k_split:
             continue
@@ -161,27 +179,70 @@ def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int 
                 gn_lp, fl[in_] = split_loop(fl[in_], gn)
             kl = sorted((lp for lp in kl if lp.trip > 1), key=lambda lp: -lp.trip)
             fl = sorted((lp for lp in fl if lp.trip > 1), key=lambda lp: -lp.trip)
-            K = kl[0] if kl else ONE
-            k_unroll = kl[1:]
-            for nlev in (2, 1, 0):
-                levels = fl[:nlev] + [ONE] * (2 - min(nlev, len(fl)))
-                L0, L1 = levels[0], levels[1]
-                free_unroll = fl[min(nlev, len(fl)):]
-                if max(K.trip, L0.trip, L1.trip) >= 1 << 16 or \
-                        max(abs(v) for v in (K.a, K.b, L0.a, L0.b, L0.o, L1.a, L1.b, L1.o,
-                                             o_sk, gm_lp.a, gm_lp.b, gm_lp.o, gn_lp.a, gn_lp.b, gn_lp.o,
-                                             gk_lp.a, gk_lp.b)) >= 1 << 16:
+            yield (gm, gn, gk), gm_lp, gn_lp, gk_lp, kl, fl
+
+
+def _fields_fit(trips, strides) -> bool:
+    """The loop bounds and strides fit their 16-bit instruction fields."""
+    return max(trips) < 1 << 16 and max(abs(v) for v in strides) < 1 << 16
+
+
+def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int = 0,
+                k_split: bool = True) -> list[Mapping_]:
+    """Every grid, split loop and level assignment whose fields fit, with its cycles (unchecked);
+    with ``k_split`` False only grids with ``gk = 1``."""
+    cands: list[Mapping_] = []
+    for (gm, gn, gk), gm_lp, gn_lp, gk_lp, kl, fl in _splits(free, ks, geo, k_split):
+        K = kl[0] if kl else ONE
+        k_unroll = kl[1:]
+        for nlev in (2, 1, 0):
+            levels = fl[:nlev] + [ONE] * (2 - min(nlev, len(fl)))
+            L0, L1 = levels[0], levels[1]
+            free_unroll = fl[min(nlev, len(fl)):]
+            if not _fields_fit((K.trip, L0.trip, L1.trip),
+                               (K.a, K.b, L0.a, L0.b, L0.o, L1.a, L1.b, L1.o, o_sk, gm_lp.a, gm_lp.b, gm_lp.o,
+                                gn_lp.a, gn_lp.b, gn_lp.o, gk_lp.a, gk_lp.b)):
+                continue
+            n = math.prod(lp.trip for lp in free_unroll + k_unroll)
+            # per instruction: FETCH/DECODE/CHECK + exec_cycles of an OS GEMM
+            one = os_gemm_cycles(K.trip, L0.trip * L1.trip, geo)
+            cands.append(Mapping_((gm, gn, gk), K, L0, L1, gm_lp, gn_lp, gk_lp, o_sk, free_unroll, k_unroll,
+                                  n * (OVERHEAD + one), n, tr))
+    return cands
+
+
+def _stationary_candidates(free: list[Lp], ks: list[Lp], geo: Geometry, mode: int, ld_b: int,
+                           k_split: bool = True) -> list[Mapping_]:
+    """:func:`_candidates` of a stationary dataflow ``mode``: the ``K`` field streams the largest free
+    loop B does not walk (one IA vector and one result row per index), ``L0`` is the largest
+    contracted loop left (its tiles add in the accumulation unit, ``ACC_L0``) or a free loop,
+    ``L1`` a free loop; IB loads are ``ld_b`` rows apart."""
+    ld = Lp("ld", geo.ce_cols if horizontal(mode) else geo.ce_rows, 0, ld_b, 0)
+    cands: list[Mapping_] = []
+    for grid, gm_lp, gn_lp, gk_lp, kl, fl in _splits(free, ks, geo, k_split):
+        streams = [lp for lp in fl if lp.b == 0]
+        K = streams[0] if streams else ONE
+        rest = [lp for lp in fl if lp is not K]
+        levels_k = [(kl[0], True)] if kl else [(None, False)]
+        for l0k, acc_l0 in levels_k:
+            for nlev in ((1, 0) if acc_l0 else (2, 1, 0)):
+                lv = rest[:nlev] + [ONE] * (2 - min(nlev, len(rest)))
+                L0, L1 = (l0k, lv[0]) if acc_l0 else (lv[0], lv[1])
+                free_unroll = rest[min(nlev, len(rest)):]
+                k_unroll = kl[1:] if acc_l0 else []
+                if not _fields_fit((K.trip, L0.trip, L1.trip),
+                                   (K.a, K.o, ld.b, L0.a, L0.b, L0.o, L1.a, L1.b, L1.o, gm_lp.a, gm_lp.b, gm_lp.o,
+                                    gn_lp.a, gn_lp.b, gn_lp.o, gk_lp.a, gk_lp.b)):
                     continue
                 n = math.prod(lp.trip for lp in free_unroll + k_unroll)
-                # per instruction: FETCH/DECODE/CHECK + exec_cycles of an OS GEMM
-                one = os_gemm_cycles(K.trip, L0.trip * L1.trip, geo)
-                cands.append(Mapping_((gm, gn, gk), K, L0, L1, gm_lp, gn_lp, gk_lp, o_sk, free_unroll, k_unroll,
-                                      n * (OVERHEAD + one), n, tr))
+                one = stationary_gemm_cycles(K.trip, L0.trip * L1.trip, geo, horizontal(mode))
+                cands.append(Mapping_(grid, K, L0, L1, gm_lp, gn_lp, gk_lp, K.o, free_unroll, k_unroll,
+                                      n * (OVERHEAD + one), n, 0, mode, ld, acc_l0))
     return cands
 
 
 def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: int = 4,
-                 tr: int = 0, k_split: bool = True) -> list[Mapping_]:
+                 tr: int = 0, k_split: bool = True, mode: int = Dataflow.OS, ld_b: int = 0) -> list[Mapping_]:
     """Mappings whose template (bases 0) passes :func:`check`, fastest first: every grid, split
     loop and level assignment is costed with the timing rules of :mod:`gen.design.isa` (cheap), then
     checked in order of cycles until ``keep`` pass (the caller tries them with real bases).
@@ -191,8 +252,13 @@ def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: i
     mappings that split it over the CE grid pass the checks (the temporal address of a transposed
     operand is a multiple of ``lanes``).
     ``k_split=False``: no grid splits a contracted loop over CEs (an engine without the reduction
-    network's cross-CE sums, a capability set of :mod:`gen.compiler.capabilities`)."""
-    cands = _candidates(merge_loops(free), merge_loops(ks), o_sk, geo, tr, k_split)
+    network's cross-CE sums, a capability set of :mod:`gen.compiler.capabilities`).
+    ``mode``: a stationary dataflow (:func:`_stationary_candidates`; ``o_sk`` and ``tr`` unused) whose
+    IB loads are ``ld_b`` rows apart."""
+    if stationary(mode):
+        cands = _stationary_candidates(merge_loops(free), merge_loops(ks), geo, mode, ld_b, k_split)
+    else:
+        cands = _candidates(merge_loops(free), merge_loops(ks), o_sk, geo, tr, k_split)
     order = sorted(range(len(cands)), key=lambda i: (cands[i].cycles, -math.prod(cands[i].grid), i))
     found: list[Mapping_] = []
     for m in (cands[i] for i in order):
@@ -251,7 +317,8 @@ def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry, acc_stri
             kb = sum(i * lp.b for i, lp in zip(kidx, ku))
             ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo,
                           o_base=acc_base + f * acc_stride,
-                          flags=int((Flag.ACC if n or carry else 0) | (Flag.WB if n == len(kidxs) - 1 else 0)))
+                          flags=int((Flag.ACC if n or carry else 0) | (Flag.WB if n == len(kidxs) - 1 else 0)
+                                    | (tmpl.flags & Flag.ACC_L0)))
             if check(ins, geo) != ErrorCode.NONE:
                 return None
             instrs.append(ins)

@@ -28,10 +28,12 @@ from gen.workload.network import Network, Operand, path_macs, path_steps, phase_
 
 
 class _Policy(NamedTuple):
-    """:func:`compile_layer`'s ``relayout`` and ``k_split``, passed on to every compiler it makes."""
+    """:func:`compile_layer`'s ``relayout``, ``k_split`` and ``stationary``, passed on to every compiler
+    it makes."""
 
     relayout: str = "auto"
     k_split: bool = True
+    stationary: bool = True
 
 
 def default_paths(nets: Sequence[Network]) -> dict[str, list[list[int]]]:
@@ -53,7 +55,8 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
                   reuse: bool = True, align: bool = False, pad: bool | None = None,
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
-                  views: bool | None = None, fuse: bool | None = None, k_split: bool = True) -> Program:
+                  views: bool | None = None, fuse: bool | None = None, k_split: bool = True,
+                  stationary: bool | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
@@ -82,21 +85,35 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     ``docs/compiler.md``).
     ``k_split=False``: no step splits a contracted mode over the CE grid (the cross-CE sums of the
     reduction network unused: a capability set, :mod:`gen.compiler.capabilities`).
+    ``stationary``: the planner may switch a step to a stationary dataflow (``WS`` / ``IS``, vertical or
+    horizontal loads) that reads an on-chip operand whose lane is a contracted mode as it is, where
+    output-stationary needs a re-layout (:mod:`gen.compiler.planner`); ``False``: output-stationary
+    GEMMs only (no dataflow switch). ``None`` compiles with the switch and, when that program uses a
+    stationary dataflow, also without, and keeps the fewer cycles end to end (the planner weighs a
+    slower stationary step against a re-layout step by step; the whole program decides).
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
     NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
     if pieces_by not in (None, "networks", "phase"):
         raise CompileError(f"must be 'networks' or 'phase', got {pieces_by!r}", field="pieces_by")
-    progs = []
+    progs: list[Program] = []
     for v in ([views] if views is not None else [False, True]):
         if v and views is None and progs and not any(p.relayouts for p in progs):
             break
-        progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces, _Policy(relayout, k_split),
-                           pieces_by, v, fuse)
+        for st in ([stationary] if stationary is not None else [True, False]):
+            if not st and stationary is None and not any(_stationary(p) for p in progs):
+                break
+            progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
+                               _Policy(relayout, k_split, st), pieces_by, v, fuse)
     if not progs:
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
     # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
     return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+
+
+def _stationary(prog: Program) -> bool:
+    """Does ``prog`` run a step in a stationary dataflow?"""
+    return any(df != "OS" for df in prog.dataflows())
 
 
 def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pieces_by, views,
@@ -218,7 +235,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     policy = policy or _Policy()
     comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views, fuse=fuse,
-                    k_split=policy.k_split)
+                    k_split=policy.k_split, stationary=policy.stationary)
     layer = _Layer(comp, config.lanes, pad)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []

@@ -787,4 +787,13 @@ def os_gemm_cycles(K: int, tiles: int, geo: Geometry) -> int:
     return (n_groups - 1) * q * max(K, geo.ce_rows) + q * (K - 1) + slots + gemm_latency(geo)
 
 
-__all__ += ["START_CYCLES", "os_gemm_cycles"]
+def stationary_gemm_cycles(K: int, tiles: int, geo: Geometry, horizontal_loads: bool = False) -> int:
+    """:func:`exec_cycles` of a stationary GEMM (``WS`` / ``IS``, vertical loads; ``WS_H`` / ``IS_H`` with
+    ``horizontal_loads``) of ``tiles`` tiles streaming ``K`` IA vectors each, from the loop bounds
+    alone (:func:`tile_period`, :func:`last_issue`)."""
+    ld = geo.ce_cols if horizontal_loads else geo.ce_rows
+    delay = geo.ce_cols if horizontal_loads else 1
+    return (tiles - 1) * max(ld, K) + delay + K - 1 + 1 + gemm_latency(geo)
+
+
+__all__ += ["START_CYCLES", "os_gemm_cycles", "stationary_gemm_cycles"]
