@@ -300,7 +300,7 @@ def test_rtl_batch_pieces_icarus():
 @pytest.mark.sim
 def test_rtl_onchip_relayout_icarus():
     """Emulator == RTL (Icarus) for a program with on-chip re-layouts (identity GEMMs)."""
-    prog, ex = check_layer(parse_spec(SPECS["ht"]), "train", SMALL, pieces=1, relayout="onchip")
+    prog, ex = check_layer(parse_spec(SPECS["ht"]), "train", SMALL, pieces=1, relayout="onchip", stationary=False)
     assert prog.onchip_relayouts > 0 and prog.relayouts == 0
     assert rtl_check(ex, SMALL, "icarus")
 

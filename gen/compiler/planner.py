@@ -10,12 +10,8 @@ the modes the *next* step contracts just before them (they merge into one addres
 there). A tensor on chip whose lane cannot serve the plan is re-laid out through the host (a
 penalty in the plan's score).
 
-The stationary dataflows read the same data another way (FETTA II-C observation 2, Fig. 12): when
-an on-chip operand's lane is a *contracted* mode ``kappa`` (OS would need a re-layout), it can stream
-as IA with its lane summed over the PE rows, while B is held in the PEs: with vertical loads
-(``WS``) B's rows walk ``kappa`` and its lane is the result's; with horizontal loads (``WS_H``) B's
-lane is ``kappa`` too and the loads walk a ``lanes``-long free mode of B, the result's lane
-(:meth:`Planner.stationary_candidates`). A stationary plan keeps both on-chip layouts as they are.
+The stationary dataflows (:mod:`gen.compiler.stationary`, mixed into :class:`Planner`) read an
+on-chip operand whose lane is a contracted mode as it lies, where OS would need a re-layout.
 
 :class:`Planner` enumerates candidate plans with a cheap estimate (:meth:`Planner.candidates`),
 maps the most promising with :func:`gen.compiler.mapping.map_gemm_all`
@@ -27,60 +23,22 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 from gen.compiler.allocate import Memory, Tensor
 from gen.compiler.layout import Layout, ceil_to
-from gen.compiler.mapping import Lp, Mapping_, map_cached
+from gen.compiler.mapping import Lp, map_cached
+from gen.compiler.plans import Candidate, NextInfo, Plan
 from gen.compiler.program import CompileError
 from gen.compiler.relayout import eye_layout, onchip_layout, primed
+from gen.compiler.stationary import StationaryPlans
 from gen.design.config import FettaConfig
 from gen.design.isa import Dataflow, Geometry, Transpose
 from gen.design.timing import dram_bytes_per_cycle, transfer_cycles
 from gen.workload.grouping import group_modes
 
-#: (modes of the consumer's other operand, modes the consumer keeps, that operand's tensor if it exists yet)
-NextInfo = tuple[set[str], set[str], "Tensor | None"]
 
-
-class Candidate(NamedTuple):
-    """A plan before mapping: roles, lanes (None: a dummy lane), the modes each grid index splits."""
-
-    est: float
-    X: Tensor
-    Y: Tensor
-    alpha: str | None
-    beta: str | None
-    gm: str | None
-    gn: str | None
-    gk: str | None
-    penalty: int
-    #: the dataflow: ``OS``, or ``WS`` / ``WS_H`` with ``alpha`` the contracted lane of X
-    mode: int = Dataflow.OS
-
-
-@dataclass
-class Plan:
-    """A mapped plan: roles, lanes, the layouts of the operands to write or re-lay out (None: use
-    the one on chip), the result's layout, the modes kept and contracted, and its mappings (fastest
-    first)."""
-
-    X: Tensor
-    Y: Tensor
-    alpha: str
-    beta: str
-    xo: Layout | None
-    yo: Layout | None
-    lo: Layout
-    keep_modes: list[str]
-    kmodes: list[str]
-    mappings: tuple[Mapping_, ...]
-    #: the dataflow of the mappings (:class:`Candidate`)
-    mode: int = Dataflow.OS
-
-
-class Planner:
+class Planner(StationaryPlans):
     """Plans the steps of one compilation (``sizes`` and ``mem`` are the compiler's, shared)."""
 
     def __init__(self, config: FettaConfig, geo: Geometry, align: int, sizes: dict[str, int], mem: Memory,
@@ -271,59 +229,6 @@ class Planner:
         out.sort(key=lambda p: p[0])
         return out, kmodes
 
-    def stationary_candidates(self, A: Tensor, B: Tensor, keep: set[str], next_info: NextInfo | None,
-                              kmodes: list[str]) -> list[Candidate]:
-        """Stationary plans of a step (module docstring): X on chip with a contracted lane ``kappa``
-        streams; B = Y is held in the PEs. ``WS`` when Y's lane can be a free mode ``beta`` (Y holds
-        ``kappa`` as a row mode: exactly ``lanes`` long when Y is on chip, else written with it padded
-        to ``lanes`` zero rows); ``WS_H`` when Y is on chip with lane ``kappa`` and has a free row mode
-        ``beta`` of exactly ``lanes`` (the loads walk it). The estimate is that of :meth:`candidates`,
-        the streamed extent (X's free modes) in place of ``K``."""
-        sizes, L = self.sizes, self.L
-        out = []
-        for X, Y in ((A, B), (B, A)):
-            if X.name not in self.mem.onchip or X.layout is None or X.layout.lane not in kmodes:
-                continue
-            kappa = X.layout.lane
-            if sizes[kappa] > L:        # the PE rows sum one lane block
-                continue
-            groups = group_modes(X.modes, Y.modes, keep)
-            xm, yn, batch = list(groups.m), list(groups.n), list(groups.batch)
-            y_on = Y.name in self.mem.onchip and Y.layout is not None
-            if y_on and Y.layout.lane == kappa:
-                mode = Dataflow.WS_H
-                betas = [m for m in yn if sizes[m] == L and m in Y.layout.modes[:-1]]
-            elif y_on and sizes[kappa] != L:
-                continue
-            else:
-                mode = Dataflow.WS
-                betas = self.lane_choices(Y, yn)
-
-            def ok(m: str) -> bool:
-                if sizes[m] < 2 or sizes[m] % 2:
-                    return False
-                return all(m in self.inner(t) for t in (X, Y) if t.name in self.mem.onchip and m in t.modes)
-
-            stream = math.prod(sizes[m] for m in xm)
-            k_eff = min(1.0, stream / L)
-            union = set(X.modes) | set(Y.modes)
-            for beta in betas:
-                padded = math.prod(ceil_to(sizes[m], L) if m in (kappa, beta) else sizes[m] for m in union)
-                penalty = self._penalty(X, Y, kappa, beta, keep, next_info, stationary=True)
-                gms = [None] + [m for m in xm + batch if ok(m)]
-                gns = [None] + [m for m in yn + batch if m != beta and ok(m)]
-                gks = [None] + [m for m in kmodes if m != kappa and ok(m) and self.k_split]
-                for gm_m, gn_m, gk_m in itertools.product(gms, gns, gks):
-                    if gm_m is not None and gm_m == gn_m:
-                        continue
-                    g = 1
-                    for m in (gk_m, gm_m, gn_m):
-                        if m is not None:
-                            g = min(self.geo.ces, g * self.pow2(m))
-                    est = padded / (self.config.macs * g / self.geo.ces * k_eff) + penalty
-                    out.append(Candidate(est, X, Y, kappa, beta, gm_m, gn_m, gk_m, penalty, mode))
-        return out
-
     @staticmethod
     def orders(X: Tensor, Y: Tensor, alpha: str, beta: str, gm_m, gn_m, gk_m, kmodes, keep_modes,
                next_info: NextInfo | None, ce_order: bool = True):
@@ -449,47 +354,6 @@ class Planner:
                                     keep_modes, kmodes, mappings)))
         scored.sort(key=lambda c: c[:2])
         return [(c[0], c[2]) for c in scored]
-
-    def _stationary_plans(self, cand: Candidate, kmodes: list[str], keep: set[str], next_info: NextInfo | None,
-                          seen: set) -> list[tuple[int, int, Plan]]:
-        """:meth:`scored_plans` of one stationary candidate (both mode orders of a host-written Y)."""
-        est, X, Y, kappa, beta, gm_m, gn_m, gk_m, penalty, mode = cand
-        keep_modes = [m for m in dict.fromkeys(X.modes + Y.modes) if m in keep]
-        y_fixed = Y.name in self.mem.onchip and Y.layout is not None and \
-            (Y.layout.lane == beta if mode == Dataflow.WS else True)
-        out = []
-        for ce_order in (True, False):
-            _, yo, oo = self.orders(X, Y, kappa, beta, gm_m, gn_m, gk_m, kmodes, keep_modes, next_info, ce_order)
-            oo = tuple(m for m in oo if m != kappa)
-            key = ("stationary", mode, X.name, kappa, beta, None if y_fixed else yo, oo)
-            if key in seen:
-                continue
-            seen.add(key)
-            lb = Y.layout if y_fixed else Layout.make(yo, self.sizes, self.L, padded=(kappa,), align=self.align)
-            lo = Layout.make(oo, self.sizes, self.L, align=self.align)
-            free, ks, ld_b = self.stationary_loops(X.layout, lb, lo, kappa, beta, mode, keep_modes, kmodes)
-            try:
-                mappings = map_cached(tuple(free), tuple(ks), 0, self.geo, 0, self.k_split, int(mode), ld_b)
-            except CompileError:
-                continue
-            out.append((mappings[0].cycles + penalty, -1,
-                        Plan(X, Y, kappa, beta, None, None if y_fixed else lb, lo, keep_modes, kmodes, mappings,
-                             mode)))
-        return out
-
-    def stationary_loops(self, la: Layout, lb: Layout, lo: Layout, kappa: str, beta: str, mode: int, keep_modes,
-                         kmodes):
-        """The loops of a stationary plan (``kappa`` is summed in the PE rows, not a loop) and the
-        stride between IB loads: rows of ``kappa`` in B (``WS``) or of ``beta`` (``WS_H``)."""
-        L = self.L
-        free: list[Lp] = []
-        for m in keep_modes:
-            if m == beta and mode == Dataflow.WS:
-                free.append(Lp(m, lb.ext[-1] // L, 0, lb.stride(m), lo.stride(m)))
-            elif m != beta:
-                free.append(Lp(m, self.sizes[m], la.stride(m), lb.stride(m), lo.stride(m)))
-        ks = [Lp(m, self.sizes[m], la.stride(m), lb.stride(m), 0) for m in kmodes if m != kappa]
-        return free, ks, lb.stride(kappa if mode == Dataflow.WS else beta)
 
     def operand_layout(self, t: Tensor, order: tuple[str, ...]) -> Layout:
         """The layout an operand is written or re-laid out in: ``order``, and for a tensor on chip
