@@ -126,6 +126,18 @@ class Planner(StationaryPlans):
         s = self.sizes[m]
         return min(s & -s, self.geo.ces)
 
+    def grids(self, gms, gns, gks):
+        """Every choice of the modes the grid indices split (``gm`` != ``gn``), with the CEs the
+        split would occupy if realised: ``(gm, gn, gk, CEs)``."""
+        for gm_m, gn_m, gk_m in itertools.product(gms, gns, gks):
+            if gm_m is not None and gm_m == gn_m:
+                continue
+            g = 1
+            for m in (gk_m, gm_m, gn_m):
+                if m is not None:
+                    g = min(self.geo.ces, g * self.pow2(m))
+            yield gm_m, gn_m, gk_m, g
+
     def _penalty(self, X: Tensor, Y: Tensor, alpha, beta, keep: set[str], next_info: NextInfo | None,
                  stationary: bool = False) -> int:
         """Re-layout cycles a plan implies: now (an on-chip operand with another lane) and later
@@ -213,13 +225,7 @@ class Planner(StationaryPlans):
                     padded = math.prod(ceil_to(sizes[m], L) if m in (alpha, beta) else sizes[m] for m in union)
                     padded *= (L if alpha is None else 1) * (L if beta is None else 1)
                     penalty = self._penalty(X, Y, alpha, beta, keep, next_info)
-                    for gm_m, gn_m, gk_m in itertools.product(gms, gns, gks):
-                        if gm_m is not None and gm_m == gn_m:
-                            continue
-                        g = 1
-                        for m in (gk_m, gm_m, gn_m):
-                            if m is not None:
-                                g = min(self.geo.ces, g * self.pow2(m))
+                    for gm_m, gn_m, gk_m, g in self.grids(gms, gns, gks):
                         gk = min(self.pow2(gk_m), g) if gk_m else 1
                         k_eff = min(1.0, (kprod / gk) / self.geo.ce_rows)
                         est = padded / (self.config.macs * g / self.geo.ces * k_eff) + penalty

@@ -12,7 +12,6 @@ orders and re-layout penalties).
 
 from __future__ import annotations
 
-import itertools
 import math
 
 from gen.compiler.allocate import Tensor
@@ -69,13 +68,7 @@ class StationaryPlans:
                 gms = [None] + [m for m in xm + batch if ok(m)]
                 gns = [None] + [m for m in yn + batch if m != beta and ok(m)]
                 gks = [None] + [m for m in kmodes if m != kappa and ok(m) and self.k_split]
-                for gm_m, gn_m, gk_m in itertools.product(gms, gns, gks):
-                    if gm_m is not None and gm_m == gn_m:
-                        continue
-                    g = 1
-                    for m in (gk_m, gm_m, gn_m):
-                        if m is not None:
-                            g = min(self.geo.ces, g * self.pow2(m))
+                for gm_m, gn_m, gk_m, g in self.grids(gms, gns, gks):
                     est = padded / (self.config.macs * g / self.geo.ces * k_eff) + penalty
                     out.append(Candidate(est, X, Y, kappa, beta, gm_m, gn_m, gk_m, penalty, mode))
         return out
