@@ -11,7 +11,12 @@ the TCU performs per useful MAC (lane padding, identity GEMMs, batch-free steps 
 runs and the max. relative error vs the float64 golden model. ``DRAM floor`` is the compulsory
 traffic (inputs read once, results written once: ``gen.compiler.estimate.compulsory_bytes``) and
 ``DRAM-floor bound`` the highest end-to-end utilization any schedule could reach with it,
-``min(1, (MACs / num_macs) / (floor / bytes_per_cycle))``. ``--write-docs`` puts the table into
+``min(1, (MACs / num_macs) / (floor / bytes_per_cycle))``. ``GEMMs`` counts the GEMM instructions and
+``fetch + drain`` their fixed cycles, ``OVERHEAD + gemm_latency`` each (FETCH / DECODE / CHECK, then the
+CE, reduction network and accumulation pipeline emptying before the next instruction starts: the
+datapath runs one instruction at a time), with its share of the compute cycles; ``bound without it``
+is the utilization of the compute cycles less those (what overlapping instructions in hardware
+could reach on this program, DRAM aside). ``--write-docs`` puts the table into
 ``docs/compiler.md`` between the ``layers-table`` markers. Layers that do not compile are listed
 with the reason (never silently dropped).
 """
@@ -33,6 +38,7 @@ BEGIN, END = "<!-- layers-table:begin -->", "<!-- layers-table:end -->"
 def measure(spec, phase, config):
     from gen.compiler import compile_layer
     from gen.compiler.estimate import compulsory_bytes
+    from gen.design.isa import OVERHEAD, Geometry, Opcode, gemm_latency
     from gen.design.timing import dram_bytes_per_cycle, transfer_cycles
     from gen.toolflow.execute import execute
     from sim.golden import compute, random_inputs
@@ -48,13 +54,17 @@ def measure(spec, phase, config):
     floor = compulsory_bytes(spec, phase, config)
     ideal = prog.macs / config.macs                       # cycles with every MAC busy
     bound = min(1.0, ideal / transfer_cycles(floor, dram_bytes_per_cycle(config)))
+    gemms = sum(1 for run in prog.runs for ins in run.program if ins.opcode == Opcode.GEMM)
+    fixed = gemms * (OVERHEAD + gemm_latency(Geometry.of(config)))
     return dict(floor=floor, bound=bound, cycles=ex.cycles, compute=ex.compute_cycles, stall=ex.dram_stall_cycles, macs=prog.macs,
                 util=prog.macs / (ex.cycles * config.macs), cutil=prog.macs / (ex.compute_cycles * config.macs),
                 onchip=prog.onchip_bytes, dram=prog.dram_bytes, relayouts=prog.relayouts,
                 relayout_bytes=prog.relayout_bytes, onchip_relayouts=prog.onchip_relayouts, pieces=prog.pieces,
                 padded=prog.padded_macs / prog.macs, runs=len(prog.runs), err=err, transposes=prog.transposes,
                 dataflows=", ".join(f"{k} {v}" for k, v in sorted(prog.dataflows().items())),
-                model_dev=abs(model.cycles - ex.cycles) / ex.cycles, seconds=time.perf_counter() - t0)
+                model_dev=abs(model.cycles - ex.cycles) / ex.cycles, gemms=gemms, fixed=fixed,
+                fixed_share=fixed / ex.compute_cycles, no_fixed=ideal / max(1, ex.compute_cycles - fixed),
+                seconds=time.perf_counter() - t0)
 
 
 def main(argv=None) -> int:
@@ -75,9 +85,10 @@ def main(argv=None) -> int:
     lines = ["| layer | phase | cycles | compute cycles | DRAM stall cycles | MACs | utilization | compute utilization | "
              "on-chip KiB | DRAM KiB | DRAM floor KiB | DRAM-floor bound | re-layouts host (KiB) / on chip | "
              "batch pieces | TCU MACs per useful MAC | dataflows (steps) | transposes | "
-             "runs | model vs emulator | max rel. err | compile + emulator s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    blank = " |" * 18
+             "runs | GEMMs | fetch + drain cycles (share) | bound without it | model vs emulator | max rel. err | "
+             "compile + emulator s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    blank = " |" * 21
     for name in args.layers.split(","):
         spec = load_spec(HERE / "layers" / f"{name}.json")
         for phase in args.phases.split(","):
@@ -98,7 +109,8 @@ def main(argv=None) -> int:
                          f"{r['floor'] / 1024:.0f} | {r['bound']:.1%} | "
                          f"{r['relayouts']} ({r['relayout_bytes'] / 1024:.0f}) / {r['onchip_relayouts']} | "
                          f"{r['pieces']} | {r['padded']:.2f} | {r['dataflows']} | {r['transposes']} | "
-                         f"{r['runs']} | {r['model_dev']:.1%} | "
+                         f"{r['runs']} | {r['gemms']} | {r['fixed']} ({r['fixed_share']:.0%}) | {r['no_fixed']:.1%} | "
+                         f"{r['model_dev']:.1%} | "
                          f"{r['err']:.1e} | {r['seconds']:.1f} |")
             print(lines[-1], flush=True)
     table = "\n".join(lines)

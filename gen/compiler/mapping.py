@@ -32,6 +32,10 @@ from gen.design.isa import (OVERHEAD, Dataflow, ErrorCode, Flag, Geometry, Instr
                             temporal_max)
 
 
+#: the error of a step no mapping of which passes the ISA checks
+NO_MAPPING = "no mapping of a step passes the ISA checks (accumulation unit too small?)"
+
+
 @dataclass(frozen=True)
 class Lp:
     """One loop level: trip count and row strides of A, B and the output."""
@@ -108,12 +112,28 @@ def template(m: Mapping_) -> Instr:
                 o=(0, m.o_sk, m.L0.o, m.L1.o, m.gm.o, m.gn.o, 0), w_base=0, acc=False, wb=True, tr=m.tr)
 
 
-@functools.lru_cache(maxsize=2048)
 def map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geometry, tr: int = 0,
                k_split: bool = True, mode: int = Dataflow.OS, ld_b: int = 0) -> tuple[Mapping_, ...]:
-    """:func:`map_gemm_all`, memoized (plans of one step often share their loop nests).
-    The mappings returned are shared: callers must not modify them."""
-    return tuple(map_gemm_all(list(free), list(ks), o_sk, geo, tr=tr, k_split=k_split, mode=mode, ld_b=ld_b))
+    """:func:`map_gemm_all`, memoized (plans of one step often share their loop nests, and so do the
+    pieces of a chunked step: the key is the loops' trips and strides, not their mode names, so the
+    mappings returned name their loops ``""``). The mappings are shared: callers must not modify
+    them."""
+    def bare(lps):
+        return tuple(Lp("", lp.trip, lp.a, lp.b, lp.o) for lp in lps)
+    found = _map_cached(bare(free), bare(ks), o_sk, geo, tr, k_split, mode, ld_b)
+    if not found:
+        raise CompileError(NO_MAPPING, field="accum_kb")
+    return found
+
+
+@functools.lru_cache(maxsize=1 << 13)
+def _map_cached(free: tuple[Lp, ...], ks: tuple[Lp, ...], o_sk: int, geo: Geometry, tr: int, k_split: bool,
+                mode: int, ld_b: int) -> tuple[Mapping_, ...]:
+    """:func:`map_gemm_all` or ``()`` when no mapping passes (cached too)."""
+    try:
+        return tuple(map_gemm_all(list(free), list(ks), o_sk, geo, tr=tr, k_split=k_split, mode=mode, ld_b=ld_b))
+    except CompileError:
+        return ()
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -277,8 +297,7 @@ def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: i
         if len(found) >= keep:
             break
     if not found:
-        raise CompileError("no mapping of a step passes the ISA checks (accumulation unit too small?)",
-                           field="accum_kb")
+        raise CompileError(NO_MAPPING, field="accum_kb")
     return found
 
 
