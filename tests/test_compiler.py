@@ -245,7 +245,8 @@ def test_dataflow_switch_replaces_relayouts(fmt):
     """With the dataflow switch an operand whose lane is a contracted mode streams in a stationary
     mapping as it lies instead of being re-laid out: within the bound, fewer re-layouts (host and on
     chip) than output-stationary only, and stationary GEMMs really issued with their loop nest
-    (``ACC_L0`` tiles add in the accumulation unit). ``stationary=None`` keeps the faster program."""
+    (``ACC_L0`` tiles add in the accumulation unit). ``stationary=None`` keeps the faster program (or
+    a faster one still: the whole-layer retries of ``compile_layer``)."""
     spec = parse_spec(SPECS[fmt])
     os_only = compile_layer(spec, "train", DEFAULT, pieces=1, views=False, stationary=False)
     prog, _ = check_layer(spec, "train", DEFAULT, pieces=1, views=False, stationary=True)
@@ -255,7 +256,7 @@ def test_dataflow_switch_replaces_relayouts(fmt):
     assert all(i.mode == 0 or i.K == 1 or i.o_sk > 0 for i in gemms)
     assert prog.relayouts + prog.onchip_relayouts < os_only.relayouts + os_only.onchip_relayouts, fmt
     best = compile_layer(spec, "train", DEFAULT, pieces=1, views=False)
-    assert best.timeline(DEFAULT).cycles == min(p.timeline(DEFAULT).cycles for p in (prog, os_only))
+    assert best.timeline(DEFAULT).cycles <= min(p.timeline(DEFAULT).cycles for p in (prog, os_only))
 
 
 @pytest.mark.sim
@@ -398,12 +399,13 @@ def test_memory_reuses_dead_rows_for_computed_results_only():
 def test_transposed_views_replace_relayouts():
     """A tensor on chip whose stride-1 row mode is the lane a step wants is read through the
     distribution network's transpose layer (``Planner.view``) instead of being re-laid out: fewer
-    re-layouts, transposed GEMMs in the program, results within the golden bound."""
+    re-layouts, transposed GEMMs in the program, results within the golden bound. Output-stationary
+    only: the dataflow switch removes re-layouts of its own (``test_dataflow_switch_replaces_relayouts``)."""
     before = after = transposes = 0
     for fmt, phase in (("tt", "wg"), ("tr", "train"), ("ht", "wg"), ("bt", "wg")):
         spec = parse_spec(SPECS[fmt])
-        p0 = compile_layer(spec, phase, DEFAULT, pieces=1, views=False)
-        p1, _ = check_layer(spec, phase, DEFAULT, pieces=1, views=True)
+        p0 = compile_layer(spec, phase, DEFAULT, pieces=1, views=False, stationary=False)
+        p1, _ = check_layer(spec, phase, DEFAULT, pieces=1, views=True, stationary=False)
         assert p0.transposes == 0
         before += p0.relayouts + p0.onchip_relayouts
         after += p1.relayouts + p1.onchip_relayouts

@@ -48,7 +48,7 @@ class Compiler(Chunking):
 
     def __init__(self, config: FettaConfig, align: bool = False, carry_rows: int = 0, relayout: str = "auto",
                  views: bool = True, keep_lanes: bool = False, fuse: bool = True, run_per_piece: bool = False,
-                 k_split: bool = True, stationary: bool = True):
+                 k_split: bool = True, stationary: bool = True, lookahead: int = 3):
         check_accelerator(config)
         if relayout not in RELAYOUT_POLICIES:
             raise CompileError(f"must be one of {', '.join(RELAYOUT_POLICIES)}, got {relayout!r}", field="relayout")
@@ -87,7 +87,7 @@ class Compiler(Chunking):
         self.mem = Memory(self.geo, self.elem_bytes, self.stats, self.host_ops)
         self.mem.protected = lambda t: not self.depends(t) or t.name in self.eyes
         self.planner = Planner(config, self.plan_geo, self.align, self.sizes, self.mem, self.dummy, relayout, views,
-                               keep_lanes, k_split, stationary)
+                               keep_lanes, k_split, stationary, lookahead)
 
     # --- names and extents --------------------------------------------------------------
     def dummy(self) -> str:

@@ -28,12 +28,13 @@ from gen.workload.network import Network, Operand, path_macs, path_steps, phase_
 
 
 class _Policy(NamedTuple):
-    """:func:`compile_layer`'s ``relayout``, ``k_split`` and ``stationary``, passed on to every compiler
-    it makes."""
+    """:func:`compile_layer`'s ``relayout``, ``k_split`` and ``stationary``, and the planner's
+    lookahead (:meth:`gen.compiler.planner.Planner.best_plan`), passed on to every compiler it makes."""
 
     relayout: str = "auto"
     k_split: bool = True
     stationary: bool = True
+    lookahead: int = 3
 
 
 def default_paths(nets: Sequence[Network]) -> dict[str, list[list[int]]]:
@@ -108,7 +109,25 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
     # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
+    best = min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+    # The planner decides step by step (one step of lookahead over the consumer); over a whole layer
+    # its choices can lose. The winner's options once more with a wider lookahead and without cross-CE
+    # splits (ATIS TTM embedding fp: 3,722 GEMMs with them, 216 without), the fastest kept.
+    v = best.variant
+    retries = [_Policy(relayout, k_split, v["stationary"], WIDE_LOOKAHEAD)]
+    if k_split:
+        retries.append(_Policy(relayout, False, v["stationary"]))
+    for policy in retries:
+        try:
+            progs += _variants(spec, phase, config, paths, reuse, align, v["pad"], v["pieces"], policy,
+                               v["pieces_by"], v["views"], v["fuse"])
+        except CompileError:
+            continue
     return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+
+
+#: the planner's lookahead (plans weighed with their consumer's best) of :func:`compile_layer`'s retry
+WIDE_LOOKAHEAD = 6
 
 
 def _stationary(prog: Program) -> bool:
@@ -136,6 +155,8 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
                                    fuse=False)
             if other.timeline(config).cycles < whole.timeline(config).cycles:
                 whole, fz = other, False
+        whole.variant = dict(pad=pd, fuse=fz, views=views, pieces=1, pieces_by=None, stationary=policy.stationary,
+                             k_split=policy.k_split)
         if pieces is None and progs and whole.timeline(config).compute_cycles > \
                 1.5 * min(p.timeline(config).cycles for p in progs):
             progs.append(whole)
@@ -165,6 +186,7 @@ def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, policy, wh
         if prog.macs != whole.macs:
             raise CompileError(f"internal: {P} batch pieces give {prog.macs} MACs, one piece {whole.macs}",
                                field="phase")
+        prog.variant = dict(whole.variant, pieces=P, pieces_by="networks")
         out.append(prog)
     return out
 
@@ -190,6 +212,7 @@ def _batched(spec, phase, config, paths, reuse, align, pad, pieces, policy, whol
             continue
         # useful MACs are the whole batch's: a piece's MAC-optimal path can cost more in all
         prog.macs = min(prog.macs, whole.macs)
+        prog.variant = dict(whole.variant, pieces=P, pieces_by="phase")
         out.append(prog)
         cycles = prog.timeline(config).cycles
         if last is not None and cycles >= last:
@@ -235,7 +258,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     policy = policy or _Policy()
     comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views, fuse=fuse,
-                    k_split=policy.k_split, stationary=policy.stationary)
+                    k_split=policy.k_split, stationary=policy.stationary, lookahead=policy.lookahead)
     layer = _Layer(comp, config.lanes, pad)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []

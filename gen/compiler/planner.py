@@ -43,8 +43,10 @@ class Planner(StationaryPlans):
 
     def __init__(self, config: FettaConfig, geo: Geometry, align: int, sizes: dict[str, int], mem: Memory,
                  dummy: Callable[[], str], relayout: str = "auto", views: bool = True, keep_lanes: bool = False,
-                 k_split: bool = True, stationary: bool = True):
+                 k_split: bool = True, stationary: bool = True, lookahead: int = 3):
         self.config = config
+        #: plans of a step weighed with the best plan of its consumer (:meth:`best_plan`)
+        self.lookahead = lookahead
         #: stationary dataflows may read an on-chip operand whose lane is a contracted mode
         self.stationary = stationary
         #: contracted modes may be split over the CE grid (sums across CEs in the reduction network)
@@ -274,10 +276,12 @@ class Planner(StationaryPlans):
         return xo, yo, oo
 
     def best_plan(self, A: Tensor, B: Tensor, keep: set[str], next_info: NextInfo | None,
-                  lookahead: int = 3) -> Plan | None:
-        """The plan of a step: of the ``lookahead`` fastest (:meth:`scored_plans`), the one whose
-        cycles plus the best cycles of the consumer step reading its result (in the layout the
-        plan gives it, the consumer's other operand as it is now) are fewest."""
+                  lookahead: int | None = None) -> Plan | None:
+        """The plan of a step: of the ``lookahead`` (default :attr:`lookahead`) fastest
+        (:meth:`scored_plans`), the one whose cycles plus the best cycles of the consumer step
+        reading its result (in the layout the plan gives it, the consumer's other operand as it is
+        now) are fewest."""
+        lookahead = self.lookahead if lookahead is None else lookahead
         scored = self.scored_plans(A, B, keep, next_info)
         if not scored:
             return None
