@@ -243,21 +243,20 @@ def _stationary_candidates(free: list[Lp], ks: list[Lp], geo: Geometry, mode: in
         streams = [lp for lp in fl if lp.b == 0]
         K = streams[0] if streams else ONE
         rest = [lp for lp in fl if lp is not K]
-        levels_k = [(kl[0], True)] if kl else [(None, False)]
-        for l0k, acc_l0 in levels_k:
-            for nlev in ((1, 0) if acc_l0 else (2, 1, 0)):
-                lv = rest[:nlev] + [ONE] * (2 - min(nlev, len(rest)))
-                L0, L1 = (l0k, lv[0]) if acc_l0 else (lv[0], lv[1])
-                free_unroll = rest[min(nlev, len(rest)):]
-                k_unroll = kl[1:] if acc_l0 else []
-                if not _fields_fit((K.trip, L0.trip, L1.trip),
-                                   (K.a, K.o, ld.b, L0.a, L0.b, L0.o, L1.a, L1.b, L1.o, gm_lp.a, gm_lp.b, gm_lp.o,
-                                    gn_lp.a, gn_lp.b, gn_lp.o, gk_lp.a, gk_lp.b)):
-                    continue
-                n = math.prod(lp.trip for lp in free_unroll + k_unroll)
-                one = stationary_gemm_cycles(K.trip, L0.trip * L1.trip, geo, horizontal(mode))
-                cands.append(Mapping_(grid, K, L0, L1, gm_lp, gn_lp, gk_lp, K.o, free_unroll, k_unroll,
-                                      n * (OVERHEAD + one), n, 0, mode, ld, acc_l0))
+        acc_l0 = bool(kl)            # L0 = the largest contracted loop, else two free tile levels
+        for nlev in ((1, 0) if acc_l0 else (2, 1, 0)):
+            lv = rest[:nlev] + [ONE] * (2 - min(nlev, len(rest)))
+            L0, L1 = (kl[0], lv[0]) if acc_l0 else (lv[0], lv[1])
+            free_unroll = rest[min(nlev, len(rest)):]
+            k_unroll = kl[1:]
+            if not _fields_fit((K.trip, L0.trip, L1.trip),
+                               (K.a, K.o, ld.b, L0.a, L0.b, L0.o, L1.a, L1.b, L1.o, gm_lp.a, gm_lp.b, gm_lp.o,
+                                gn_lp.a, gn_lp.b, gn_lp.o, gk_lp.a, gk_lp.b)):
+                continue
+            n = math.prod(lp.trip for lp in free_unroll + k_unroll)
+            one = stationary_gemm_cycles(K.trip, L0.trip * L1.trip, geo, horizontal(mode))
+            cands.append(Mapping_(grid, K, L0, L1, gm_lp, gn_lp, gk_lp, K.o, free_unroll, k_unroll,
+                                  n * (OVERHEAD + one), n, 0, mode, ld, acc_l0))
     return cands
 
 

@@ -22,7 +22,7 @@ from gen.compiler.layout import ceil_to, padded_size, split_modes, useful_split
 from gen.compiler.pipeline import PIECES, piece_counts, pipelined_network
 from gen.compiler.program import CompileError, Program
 from gen.design.config import FettaConfig
-from gen.design.isa import Geometry
+from gen.design.isa import Dataflow, Geometry, stationary as stationary_mode
 from gen.search.csse import best_path
 from gen.workload.network import Network, Operand, path_macs, path_steps, phase_networks
 
@@ -132,7 +132,7 @@ WIDE_LOOKAHEAD = 6
 
 def _stationary(prog: Program) -> bool:
     """Does ``prog`` run a step in a stationary dataflow?"""
-    return any(df != "OS" for df in prog.dataflows())
+    return any(stationary_mode(Dataflow[df]) for df in prog.dataflows())
 
 
 def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pieces_by, views,

@@ -128,6 +128,13 @@ class Planner(StationaryPlans):
         s = self.sizes[m]
         return min(s & -s, self.geo.ces)
 
+    def splittable(self, m: str, X: Tensor, Y: Tensor) -> bool:
+        """Can a grid index split mode ``m`` of a step ``X x Y``: an even extent, and one of the two
+        lowest row modes (:meth:`inner`) of every on-chip operand holding it."""
+        if self.sizes[m] < 2 or self.sizes[m] % 2:
+            return False
+        return all(m in self.inner(t) for t in (X, Y) if t.name in self.mem.onchip and m in t.modes)
+
     def grids(self, gms, gns, gks):
         """Every choice of the modes the grid indices split (``gm`` != ``gn``), with the CEs the
         split would occupy if realised: ``(gm, gn, gk, CEs)``."""
@@ -214,9 +221,7 @@ class Planner(StationaryPlans):
             xm, yn, batch = list(groups.m), list(groups.n), list(groups.batch)
 
             def ok(m: str) -> bool:
-                if sizes[m] < 2 or sizes[m] % 2:
-                    return False
-                return all(m in self.inner(t) for t in (X, Y) if t.name in self.mem.onchip and m in t.modes)
+                return self.splittable(m, X, Y)
 
             for alpha in self.lane_choices(X, xm) or [None]:
                 for beta in self.lane_choices(Y, yn) or [None]:
@@ -365,12 +370,13 @@ class Planner(StationaryPlans):
         scored.sort(key=lambda c: c[:2])
         return [(c[0], c[2]) for c in scored]
 
-    def operand_layout(self, t: Tensor, order: tuple[str, ...]) -> Layout:
-        """The layout an operand is written or re-laid out in: ``order``, and for a tensor on chip
-        (an on-chip re-layout, :mod:`gen.compiler.relayout`) its old lane padded to whole lanes, as
-        the identity GEMM writes it (the loops walk the real extent; the padding is rows only)."""
+    def operand_layout(self, t: Tensor, order: tuple[str, ...], padded: tuple[str, ...] = ()) -> Layout:
+        """The layout an operand is written or re-laid out in: ``order``, ``padded`` row modes zero
+        padded to whole lanes, and for a tensor on chip (an on-chip re-layout,
+        :mod:`gen.compiler.relayout`) its old lane padded too, as the identity GEMM writes it (the
+        loops walk the real extent; the padding is rows only)."""
         pad = (t.layout.lane,) if t.name in self.mem.onchip and t.layout is not None else ()
-        return Layout.make(order, self.sizes, self.L, padded=pad, align=self.align)
+        return Layout.make(order, self.sizes, self.L, padded=padded + pad, align=self.align)
 
     def loops(self, la: Layout, lb: Layout, lo: Layout, alpha: str, beta: str, keep_modes, kmodes):
         """The loops of a step in the layouts of a plan: free (kept) modes and contracted ones."""

@@ -55,9 +55,7 @@ class StationaryPlans:
                 betas = self.lane_choices(Y, yn)
 
             def ok(m: str) -> bool:
-                if sizes[m] < 2 or sizes[m] % 2:
-                    return False
-                return all(m in self.inner(t) for t in (X, Y) if t.name in self.mem.onchip and m in t.modes)
+                return self.splittable(m, X, Y)
 
             stream = math.prod(sizes[m] for m in xm)
             k_eff = min(1.0, stream / L)
@@ -88,11 +86,8 @@ class StationaryPlans:
             if key in seen:
                 continue
             seen.add(key)
-            # written (or, on chip with another lane, re-laid out: its old lane padded as the identity
-            # GEMM writes it, :meth:`operand_layout`) with kappa's rows padded to whole loads
-            old = (Y.layout.lane,) if Y.name in self.mem.onchip and Y.layout is not None else ()
-            lb = Y.layout if y_fixed else Layout.make(yo, self.sizes, self.L, padded=(kappa,) + old,
-                                                      align=self.align)
+            # written, or re-laid out, with kappa's rows padded to whole loads
+            lb = Y.layout if y_fixed else self.operand_layout(Y, yo, padded=(kappa,))
             lo = Layout.make(oo, self.sizes, self.L, align=self.align)
             free, ks, ld_b = self.stationary_loops(X.layout, lb, lo, kappa, beta, mode, keep_modes, kmodes)
             try:
