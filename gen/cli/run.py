@@ -27,7 +27,7 @@ from gen.cli.common import (add_config_arguments, add_json_argument, add_max_ele
 from gen.compiler.capabilities import PATHS, named_paths
 from gen.compiler.compiler import RELAYOUT_POLICIES
 from gen.errors import ConfigError, UsageError
-from gen.toolflow.run import PHASES, SIMS, max_rel_err, phases_of, run_compiled_layer, run_dense
+from gen.toolflow.run import PHASES, SIMS, max_rel_err, phases_of, run_compiled_layer, run_dense, trace_files
 from gen.workload.spec import load_spec
 from sim.golden import check_size, compute, random_inputs, read_inputs, write_npz
 
@@ -43,6 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "values); keys it lacks are drawn from --seed")
     p.add_argument("--sim", default="emulator", choices=SIMS, help="execution engine (default emulator)")
     p.add_argument("--out", metavar="F.npz", help="write inputs and results (INTERFACES section 2; folder must exist)")
+    p.add_argument("--trace", metavar="F.fst",
+                   help="--sim icarus|verilator: write an FST waveform of every signal of the design over the run "
+                        "(GTKWave, Surfer; a dense train run writes F.fp.fst, F.bp.fst, F.wg.fst); the traced "
+                        "model is built and cached apart from the plain one, and runs slower")
     p.add_argument("--pieces", type=positive_int, metavar="P",
                    help="tensorized formats: run the batch in P pieces (1: all at once; default: the compiler "
                         "tries several and keeps the fewest cycles end to end; docs/compiler.md)")
@@ -64,13 +68,14 @@ def main(args: argparse.Namespace) -> int:
     if config.datatype != "bf16":
         raise ConfigError("fetta run drives bf16 layers; int16 is for dataflow bring-up", field="datatype")
     output_file(args.out)
+    trace = check_trace(args)
     phases = phases_of(args.phase)
     check_size(spec, args.max_elements, phases)
     given = read_inputs(args.inputs, spec) if args.inputs is not None else {}
     inputs = {**random_inputs(spec, args.seed), **given}
     source = {"file": args.inputs, "keys": sorted(given), "seed": args.seed}
     if spec.format != "dense":
-        return run_compiled(args, spec, config, inputs, source)
+        return run_compiled(args, spec, config, inputs, source, trace)
     for opt, given_ in (("--pieces", args.pieces is not None), ("--relayout", args.relayout != "auto"),
                         ("--path", args.path != "optimal")):
         if given_:
@@ -78,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
                              "has its own passes)", field=opt)
     golden = compute(spec, inputs, phases=phases)
     t0 = time.perf_counter()
-    r = run_dense(config, inputs, phases, args.sim, show_progress=not args.json)
+    r = run_dense(config, inputs, phases, args.sim, show_progress=not args.json, trace=trace)
     seconds = time.perf_counter() - t0
     if args.out:
         write_npz(args.out, {**inputs, **r["results"]}, spec)
@@ -89,6 +94,8 @@ def main(args: argparse.Namespace) -> int:
               "dram_bytes": r["dram_bytes"], "relayouts": 0, "dataflows": r["dataflows"], "transposes": 0,
               "tcu_macs": r["tcu_macs"], "passes": r["passes"], "grids": r["grids"],
               "seconds": round(seconds, 3)}
+    if trace is not None:
+        result["traces"] = [str(f) for f in trace_files(trace, phases).values()]
     if args.json:
         print_json(result)
     else:
@@ -97,11 +104,24 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_compiled(args, spec, config, inputs, source: dict) -> int:
+def check_trace(args):
+    """``--trace``: a writable ``.fst`` file and an RTL simulator, checked before any work; ``None`` when not given."""
+    if args.trace is None:
+        return None
+    path = output_file(args.trace, "--trace")
+    if path.suffix != ".fst":
+        raise UsageError(f"{args.trace}: the waveform is written as FST; name it F.fst", field="--trace")
+    if args.sim == "emulator":
+        raise UsageError("a waveform needs an RTL simulator: add --sim icarus or --sim verilator", field="--trace")
+    return path
+
+
+def run_compiled(args, spec, config, inputs, source: dict, trace=None) -> int:
     """Tensorized formats: :func:`run_compiled_layer`, JSON / npz output; ``source`` says where the inputs
-    came from (``file`` and its ``keys``, ``seed`` for the rest)."""
+    came from (``file`` and its ``keys``, ``seed`` for the rest); ``trace``: the checked ``--trace`` file."""
     t0 = time.perf_counter()
     prog, ex, rtl = run_compiled_layer(spec, args.phase, config, inputs, args.sim, show_progress=not args.json,
+                                       trace=trace,
                                        pieces=args.pieces, relayout=args.relayout,
                                        paths=named_paths(spec, args.phase, args.path),
                                        reuse=args.path == "optimal")
@@ -125,6 +145,8 @@ def run_compiled(args, spec, config, inputs, source: dict) -> int:
               "seconds": round(seconds, 3)}
     if rtl is not None:
         result["rtl_equal"] = rtl
+    if trace is not None:
+        result["traces"] = [str(trace)]
     if args.json:
         print_json(result)
     else:

@@ -9,6 +9,7 @@ from gen.cli.common import (add_config_arguments, add_json_argument, config_from
                             write_text_atomic)
 import hdl
 from gen.errors import UsageError
+from gen.toolflow.core import vlnv, write_core
 
 HELP = "elaborate the accelerator (or --top BLOCK) to Verilog"
 
@@ -18,6 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", default=None, metavar="BLOCK",
                    help="block to emit (see --list); default: the whole accelerator")
     p.add_argument("-o", "--out", metavar="OUT.v", help="output Verilog file (its folder must exist)")
+    p.add_argument("--core", metavar="OUT.core",
+                   help="also write a FuseSoC core description (CAPI=2; targets default, lint, synth) naming the "
+                        "Verilog, with the FPGA constraints copied beside it (gen/toolflow/core.py)")
     p.add_argument("--list", action="store_true", help="list the blocks that can be emitted")
     add_json_argument(p)
 
@@ -34,6 +38,10 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("an output file is required (-o OUT.v)", field="--out")
     config = config_from_args(args)
     out = output_file(args.out)
+    core = output_file(args.core, "--core")
+    if core is not None and core.suffix != ".core":
+        raise UsageError(f"{args.core}: FuseSoC finds core descriptions by the suffix .core; name it OUT.core",
+                         field="--core")
     top = args.top or hdl.DEFAULT_TOP
     t0 = time.perf_counter()
     text = hdl.to_verilog(top, config)
@@ -41,8 +49,13 @@ def main(args: argparse.Namespace) -> int:
     write_text_atomic(out, text)
     info = {"top": top, "module": hdl.module_name(top), "out": str(out), "lines": text.count("\n"),
             "seconds": round(seconds, 3), "config": config.to_dict()}
+    if core is not None:
+        write_core(out, info["module"], core, info["config"])
+        info["core"], info["vlnv"] = str(core), vlnv(info["module"])
     if args.json:
         print_json(info)
     else:
         print(f"{info['module']}: {info['lines']} lines of Verilog in {out} ({seconds:.1f} s)")
+        if core is not None:
+            print(f"FuseSoC core {info['vlnv']} in {core} (targets default, lint, synth)")
     return 0

@@ -183,14 +183,14 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
     return Execution(results, prog.timeline(config, measured), tcu, len(prog.runs), trace, jobs)
 
 
-def rtl_check(ex: Execution, config: FettaConfig, sim: str) -> bool:
+def rtl_check(ex: Execution, config: FettaConfig, sim: str, trace=None) -> bool:
     """Replay the runs of an emulator :class:`Execution` on the RTL (``icarus``/``verilator``).
 
     The host writes are the emulator's (so the RTL sees the same operands); every row read
     back, every run's cycle count and error code must equal the emulator's, else
-    :class:`ExecutionError`. Returns ``True``.
+    :class:`ExecutionError`. ``trace``: write an FST waveform of the replay there. Returns ``True``.
     """
-    out, _ = run_jobs_rtl(config, ex.jobs, sim)
+    out, _ = run_jobs_rtl(config, ex.jobs, sim, trace=trace)
     for j, (cycles, reads) in enumerate(ex.trace):
         if int(out[f"j{j}_error"]) != 0:
             raise ExecutionError(f"RTL run {j} stopped with error code {int(out[f'j{j}_error'])}", field="program")
@@ -225,11 +225,14 @@ def run_emulator(config: FettaConfig, plan: GemmPlan, progress=None):
     return assemble_y(plan, results), cycles, tcu_macs
 
 
-def run_gemm(config: FettaConfig, plan: GemmPlan, sim: str, advance=None):
-    """Run a dense GEMM plan on ``sim`` (``emulator``, ``icarus`` or ``verilator``): ``(Y, cycles, tcu_macs)``."""
+def run_gemm(config: FettaConfig, plan: GemmPlan, sim: str, advance=None, trace=None):
+    """Run a dense GEMM plan on ``sim`` (``emulator``, ``icarus`` or ``verilator``): ``(Y, cycles, tcu_macs)``.
+    ``trace``: an FST waveform of the RTL run (not for the emulator)."""
     if sim == "emulator":
+        if trace is not None:
+            raise ValueError("a waveform needs an RTL simulator")
         return run_emulator(config, plan, progress=advance)
-    return run_plan_rtl(config, plan, sim)
+    return run_plan_rtl(config, plan, sim, trace=trace)
 
 
 __all__ = ["ExecutionError", "Execution", "execute", "rtl_check", "run_emulator", "run_gemm"]

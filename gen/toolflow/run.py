@@ -7,6 +7,8 @@ for ``icarus`` / ``verilator``). The CLI (:mod:`gen.cli.run`) and the demo call 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from gen.compiler import compile_layer
@@ -35,18 +37,31 @@ def max_rel_err(results: dict, golden: dict) -> float:
                for k, ref in golden.items())
 
 
-def run_dense(config, inputs, phases, sim: str, show_progress: bool = False) -> dict:
+def trace_files(trace, phases) -> dict:
+    """Waveform file per phase of a dense run: ``trace`` itself for one phase, else
+    ``<stem>.<phase><suffix>`` beside it (each phase is one simulation); ``{}`` without ``trace``."""
+    if trace is None:
+        return {}
+    trace = Path(trace)
+    if len(phases) == 1:
+        return {phases[0]: trace}
+    return {ph: trace.with_name(f"{trace.stem}.{ph}{trace.suffix}") for ph in phases}
+
+
+def run_dense(config, inputs, phases, sim: str, show_progress: bool = False, trace=None) -> dict:
     """The GEMM of each phase of a ``dense`` layer, tiled by :mod:`gen.compiler.gemm`, executed on ``sim``:
     ``results`` (npz key -> float32 array), ``cycles`` (end to end: compute and the DRAM stalls of
     :meth:`GemmPlan.timeline`), ``compute_cycles``, ``dram_stall_cycles``, ``dram_bytes``, ``macs``,
-    ``tcu_macs``, ``passes``, ``grids``, ``dataflows`` (passes per dataflow)."""
+    ``tcu_macs``, ``passes``, ``grids``, ``dataflows`` (passes per dataflow). ``trace``: FST waveform(s)
+    of the RTL runs (:func:`trace_files`)."""
+    traces = trace_files(trace, phases)
     r = {"results": {}, "cycles": 0, "compute_cycles": 0, "dram_stall_cycles": 0, "dram_bytes": 0, "macs": 0,
          "tcu_macs": 0, "passes": 0, "grids": [], "dataflows": {}}
     for phase in phases:
         key, operands = PHASES[phase]
         plan = plan_gemm(config, *operands(inputs))
         with progress(len(plan.passes), f"{phase} on {sim}", enabled=show_progress) as bar:
-            Y, c, tm = run_gemm(config, plan, sim, advance=bar)
+            Y, c, tm = run_gemm(config, plan, sim, advance=bar, trace=traces.get(phase))
         t = plan.timeline(config)
         if t.compute_cycles != c:
             raise ExecutionError(f"{phase}: {sim} ran {c} compute cycles, the plan's static timing says "
@@ -66,16 +81,17 @@ def run_dense(config, inputs, phases, sim: str, show_progress: bool = False) -> 
     return r
 
 
-def run_compiled_layer(spec, phase: str, config, inputs, sim: str, show_progress: bool = False, **compile_opts):
+def run_compiled_layer(spec, phase: str, config, inputs, sim: str, show_progress: bool = False, trace=None,
+                       **compile_opts):
     """Tensorized formats: ``(program, emulator execution, rtl)``; on ``icarus``/``verilator`` the
     runs are replayed on the RTL (:func:`gen.toolflow.execute.rtl_check` raises on any difference, ``rtl``
-    is then True), on ``emulator`` ``rtl`` is None. ``compile_opts``: :func:`gen.compiler.compile_layer`'s
-    (``pieces``, ``relayout``)."""
+    is then True), on ``emulator`` ``rtl`` is None. ``trace``: an FST waveform of the whole replay (every
+    run, one simulation). ``compile_opts``: :func:`gen.compiler.compile_layer`'s (``pieces``, ``relayout``)."""
     prog = compile_layer(spec, phase, config, **compile_opts)
     with progress(len(prog.runs), f"{phase} on emulator", enabled=show_progress) as bar:
         ex = execute(prog, inputs, config, progress=bar)
-    rtl = rtl_check(ex, config, sim) if sim != "emulator" else None
+    rtl = rtl_check(ex, config, sim, trace=trace) if sim != "emulator" else None
     return prog, ex, rtl
 
 
-__all__ = ["SIMS", "PHASES", "phases_of", "max_rel_err", "run_dense", "run_compiled_layer"]
+__all__ = ["SIMS", "PHASES", "phases_of", "max_rel_err", "trace_files", "run_dense", "run_compiled_layer"]
