@@ -15,3 +15,12 @@ def write_section(doc: Path, begin: str, end: str, table: str, title: str) -> No
     _, tail = rest.split(end, 1)
     doc.write_text(f"{head}{begin}\n{table}\n{end}{tail}")
     print(f"written to {doc}")
+
+
+def publish(table: str, no_docs: bool, doc: Path, begin: str, end: str, title: str) -> int:
+    """Print ``table`` and, unless ``no_docs``, put it into ``doc`` (:func:`write_section`); returns 0
+    (a benchmark's exit status)."""
+    print(table)
+    if not no_docs:
+        write_section(doc, begin, end, table, title)
+    return 0

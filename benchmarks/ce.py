@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._docs import write_section
+from benchmarks._docs import publish
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "compute_core.md"
 BEGIN, END = "<!-- ce-benchmark:begin -->", "<!-- ce-benchmark:end -->"
@@ -90,7 +90,4 @@ def main(argv=None) -> int:
         "|---|---|---|---|---|---|",
         *sim_rows,
     ])
-    print(table)
-    if not args.no_docs:
-        write_section(DOC, BEGIN, END, table, "Compute core")
-    return 0
+    return publish(table, args.no_docs, DOC, BEGIN, END, "Compute core")

@@ -16,7 +16,7 @@ import argparse
 import platform
 from pathlib import Path
 
-from benchmarks._docs import write_section
+from benchmarks._docs import publish
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "synthesis.md"
 BEGIN, END = "<!-- fmax-benchmark:begin -->", "<!-- fmax-benchmark:end -->"
@@ -67,7 +67,4 @@ def main(argv=None) -> int:
         "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
         *rows,
     ])
-    print(table)
-    if not args.no_docs:
-        write_section(DOC, BEGIN, END, table, "Synthesis")
-    return 0
+    return publish(table, args.no_docs, DOC, BEGIN, END, "Synthesis")

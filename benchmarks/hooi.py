@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._docs import write_section
+from benchmarks._docs import publish
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "hooi.md"
 BEGIN, END = "<!-- hooi-benchmark:begin -->", "<!-- hooi-benchmark:end -->"
@@ -112,10 +112,7 @@ def main(argv=None) -> int:
         "ms / iter @100 MHz | µs / iter @1 GHz | re-layouts | fit | fit tensorly | rel. diff | tensorly s |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *rows])
-    print(table)
-    if not args.no_docs:
-        write_section(DOC, BEGIN, END, table, "Tucker decomposition (HOOI) on the accelerator")
-    return 0
+    return publish(table, args.no_docs, DOC, BEGIN, END, "Tucker decomposition (HOOI) on the accelerator")
 
 
 if __name__ == "__main__":

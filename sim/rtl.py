@@ -1,8 +1,14 @@
 """Host-side API of the RTL simulations: run instruction jobs or a GEMM plan on the emitted Verilog.
 
-The cocotb code that plays the host inside the simulator is :mod:`sim.benches.system_bench`; this module
-writes its job file, builds the design (cached, :mod:`sim.runner`), runs the bench and reads the rows
-and cycle counts back. Nothing here imports cocotb.
+A *job* is a dict: ``uwrites`` [(half, addr, rows_bits)] unified rows to write (bit patterns
+``[n, lanes]``), ``awrites`` [(addr, rows_bits)] accumulation rows, ``prog`` [instruction words],
+``half`` (the run's ping-pong half), ``ureads`` [(half, addr, n)] and ``areads`` [(addr, n)] rows to
+read after the run, ``limit`` (cycles the run may take). The host of the simulation is played in
+Verilog (:mod:`sim.host_player`: the accelerator's host port driven from a command file, no Python
+on the simulated clock); this module writes the command file, builds the design with the player
+(cached, :mod:`sim.runner`), runs it and reads the rows and cycle counts back. Verilator runs are
+stand-alone executables (:func:`sim.runner.build_native`: the C++ main of ``sim/harness/``, no cocotb);
+Icarus runs are clocked by the cocotb bench :mod:`sim.benches.host_bench`. Nothing here imports cocotb.
 """
 
 from __future__ import annotations
@@ -10,17 +16,16 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 import hdl
 from gen.compiler.gemm import GemmPlan, assemble_y, read_y_rows
 from gen.design.isa import Geometry, Opcode, decode, gemm_macs
 from gen.errors import FettaError
 from sim.emulator import Emulator
-from sim.runner import build, elaborate, run
+from sim.host_player import DEFAULT_LIMIT, TOP, player_verilog, read_output, write_script
+from sim.runner import build, build_native, elaborate, run, run_native
 
-#: the cocotb module that plays the host (:mod:`sim.benches.system_bench`)
-BENCH = "sim.benches.system_bench"
+#: the cocotb module that clocks the host player (:mod:`sim.benches.host_bench`)
+BENCH = "sim.benches.host_bench"
 
 
 class RtlError(FettaError):
@@ -29,59 +34,31 @@ class RtlError(FettaError):
     exit_code = 1
 
 
-def write_jobs(path, config, jobs) -> None:
-    """``jobs``: dicts with keys ``uwrites`` [(half, addr, rows_bits)], ``awrites`` [(addr, rows_bits)],
-    ``prog`` [words], ``half``, ``ureads`` [(half, addr, n)], ``areads`` [(addr, n)], ``limit``."""
-    L = config.lanes
-    d = {"meta": np.array([L, config.elem_bits, config.acc_bits, len(jobs)])}
-    for j, job in enumerate(jobs):
-        p = f"j{j}_"
-        ua, uh, ud = [], [], []
-        for half, addr, rows in job.get("uwrites", []):
-            rows = np.asarray(rows, np.uint64).reshape(-1, L)
-            ua += list(range(addr, addr + len(rows)))
-            uh += [half] * len(rows)
-            ud.append(rows)
-        d[p + "uaddr"] = np.array(ua, np.int64)
-        d[p + "uhalf"] = np.array(uh, np.int64)
-        d[p + "udata"] = np.concatenate(ud) if ud else np.zeros((0, L), np.uint64)
-        aa, ad = [], []
-        for addr, rows in job.get("awrites", []):
-            rows = np.asarray(rows, np.uint64).reshape(-1, L)
-            aa += list(range(addr, addr + len(rows)))
-            ad.append(rows)
-        d[p + "aaddr"] = np.array(aa, np.int64)
-        d[p + "adata"] = np.concatenate(ad) if ad else np.zeros((0, L), np.uint64)
-        d[p + "prog"] = np.array([format(int(w), "x") for w in job["prog"]])
-        d[p + "half"] = np.array(job.get("half", 0))
-        d[p + "limit"] = np.array(job.get("limit", 1_000_000))
-        ur, urh = [], []
-        for half, addr, n in job.get("ureads", []):
-            ur += list(range(addr, addr + n))
-            urh += [half] * n
-        d[p + "ur"] = np.array(ur, np.int64)
-        d[p + "urhalf"] = np.array(urh, np.int64)
-        ar = []
-        for addr, n in job.get("areads", []):
-            ar += list(range(addr, addr + n))
-        d[p + "ar"] = np.array(ar, np.int64)
-    np.savez(path, **d)
-
-
 def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None, trace: str | Path | None = None):
-    """Build (cached) the accelerator for ``config``, run ``jobs`` on ``sim``; returns the output dict
-    and the :class:`sim.runner.SimBuild`. ``verilog``: the design's text when the caller already
-    elaborated it (else :func:`sim.runner.elaborate`). ``trace``: write an FST waveform of every
-    signal of the design over the whole simulation to this file (a build with tracing, cached
-    apart from the plain one)."""
+    """Build (cached) the accelerator for ``config`` with the host player, run ``jobs`` on ``sim``;
+    returns the output dict (per job ``j{j}_cycles``, ``_error``, ``_pc``, ``_host_err``, ``_urd``,
+    ``_ard``; ``sim_cycles``: every clock cycle simulated, host port included) and the
+    :class:`sim.runner.SimBuild`. ``verilog``: the design's text when the caller already elaborated
+    it (else :func:`sim.runner.elaborate`). ``trace``: write an FST waveform of every signal of the
+    design over the whole simulation to this file (a build with tracing, cached apart from the plain
+    one)."""
     text = verilog if verilog is not None else elaborate("fetta", config)
-    sb = build(text, hdl.module_name("fetta"), sim, waves=trace is not None)
+    bench = text + player_verilog(text)
+    waves = trace is not None
+    sb = build_native(bench, TOP, waves=waves) if sim == "verilator" else build(bench, TOP, sim, waves=waves)
     with tempfile.TemporaryDirectory() as tmp:
-        inp = Path(tmp) / "jobs.npz"
-        write_jobs(inp, config, jobs)
-        rd = run(sb, BENCH, env={"FETTA_BENCH_IN": str(inp)}, waves_file=trace)
-    with np.load(rd / "out.npz") as z:
-        return {k: z[k] for k in z.files}, sb
+        script, result = Path(tmp) / "jobs.txt", Path(tmp) / "out.txt"
+        commands = write_script(script, config, jobs)
+        limit = 2 * commands + sum(job.get("limit", DEFAULT_LIMIT) for job in jobs) + 16
+        plusargs = [f"+host_in={script}", f"+host_out={result}"]
+        if sim == "verilator":
+            sim_cycles = run_native(sb, plusargs, limit, waves_file=trace)
+        else:
+            rd = run(sb, BENCH, env={"FETTA_HOST_LIMIT": str(limit)}, waves_file=trace, plusargs=plusargs)
+            sim_cycles = int((rd / "sim_cycles.txt").read_text())
+        out = read_output(result, config, jobs)
+    out["sim_cycles"] = sim_cycles
+    return out, sb
 
 
 def plan_jobs(config, plan):
@@ -122,4 +99,4 @@ def run_plan_rtl(config, plan: GemmPlan, sim: str, verilog: str | None = None, s
     return assemble_y(plan, results), cycles, tcu_macs
 
 
-__all__ = ["BENCH", "RtlError", "write_jobs", "run_jobs_rtl", "plan_jobs", "run_plan_rtl"]
+__all__ = ["BENCH", "DEFAULT_LIMIT", "RtlError", "run_jobs_rtl", "plan_jobs", "run_plan_rtl"]

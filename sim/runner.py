@@ -16,6 +16,8 @@ import fcntl
 import hashlib
 import json
 import os
+import re
+import subprocess
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -129,8 +131,6 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
     Verilator with ``--trace-fst`` (a slower model, cached apart from the plain one), Icarus
     with cocotb's ``$dumpvars`` module.
     """
-    from cocotb_tools.runner import get_runner
-
     toolchain.require(sim)
     if "__" in toplevel:
         raise SimulationError(f"top-level module name {toplevel!r} must not contain '__' (Verilator bugs)")
@@ -153,40 +153,121 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
                                      "waves" if waves else "",
                                      *toolchain.tool_versions(sim)]).encode()).hexdigest()[:16]
     bdir = BUILD_ROOT / "sim" / sim / f"{toplevel}-{key}{'-waves' if waves else ''}"
+
+    def make(bdir: Path) -> None:
+        _cocotb_build(bdir, verilog, toplevel, sim, args, waves)
+
+    seconds, cached = _cached_build(bdir, make)
+    return SimBuild(sim, toplevel, bdir, seconds, cached, waves)
+
+
+def _cached_build(bdir: Path, make) -> tuple[float, bool]:
+    """Run ``make(bdir)`` unless ``bdir`` holds a finished build (its ``build.ok`` marker); concurrent
+    callers wait for one build. Returns ``(seconds the build took, cached)``."""
     marker = bdir / "build.ok"
     with _locked(bdir.parent / f".{bdir.name}.lock"):
         if marker.exists():
             try:
-                took = float(marker.read_text())
+                return float(marker.read_text()), True
             except ValueError:
-                took = 0.0
-            return SimBuild(sim, toplevel, bdir, took, True, waves)
+                return 0.0, True
         bdir.mkdir(parents=True, exist_ok=True)
-        src = bdir / f"{toplevel}.v"
-        src.write_text(dedup_modules(verilog)[0] if verilator else verilog)
-        sources = [src]
-        if waves and not verilator:
-            # cocotb's own dump module is SystemVerilog (a `string`); this build is -g2005
-            sources.append(bdir / f"{_ICARUS_DUMP}.v")
-            sources[-1].write_text(_icarus_dump(toplevel))
-            args += ["-s", _ICARUS_DUMP]
-        if verilator:
-            vlt = bdir / "ports.vlt"
-            vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{toplevel}" -var "*"\n')
-            args.append(str(vlt))
-        toolchain.apply_sim_env()
-        runner = get_runner(sim)
         t0 = time.perf_counter()
-        try:
-            runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=bdir, build_args=args,
-                         timescale=("1ns", "1ps"), always=True, log_file=bdir / "build.log",
-                         waves=waves and verilator)
-        except (RuntimeError, SystemExit) as exc:
-            log = (bdir / "build.log").read_text(errors="replace")[-3000:] if (bdir / "build.log").exists() else ""
-            raise SimulationError(f"{sim} build of {toplevel} failed ({exc}); log tail:\n{log}") from None
+        make(bdir)
         seconds = time.perf_counter() - t0
         marker.write_text(f"{seconds:.3f}\n")
-    return SimBuild(sim, toplevel, bdir, seconds, False, waves)
+    return seconds, False
+
+
+def _cocotb_build(bdir: Path, verilog: str, toplevel: str, sim: str, args: list[str], waves: bool) -> None:
+    """The simulator build of :func:`build` in ``bdir`` through cocotb's runner."""
+    from cocotb_tools.runner import get_runner
+
+    verilator = sim == "verilator"
+    src = bdir / f"{toplevel}.v"
+    src.write_text(dedup_modules(verilog)[0] if verilator else verilog)
+    sources = [src]
+    if waves and not verilator:
+        # cocotb's own dump module is SystemVerilog (a `string`); this build is -g2005
+        sources.append(bdir / f"{_ICARUS_DUMP}.v")
+        sources[-1].write_text(_icarus_dump(toplevel))
+        args += ["-s", _ICARUS_DUMP]
+    if verilator:
+        vlt = bdir / "ports.vlt"
+        vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{toplevel}" -var "*"\n')
+        args.append(str(vlt))
+    toolchain.apply_sim_env()
+    runner = get_runner(sim)
+    try:
+        runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=bdir, build_args=args,
+                     timescale=("1ns", "1ps"), always=True, log_file=bdir / "build.log",
+                     waves=waves and verilator)
+    except (RuntimeError, SystemExit) as exc:
+        raise SimulationError(f"{sim} build of {toplevel} failed ({exc}); log tail:\n{_tail(bdir / 'build.log')}") \
+            from None
+
+
+def _tail(log: Path, chars: int = 3000) -> str:
+    return log.read_text(errors="replace")[-chars:] if log.exists() else ""
+
+
+#: the C++ main of native Verilator models (:func:`build_native`)
+HARNESS = ROOT / "sim" / "harness" / "verilator_main.cpp"
+
+
+def verilator_threads() -> int:
+    """Threads of native Verilator models: ``FETTA_SIM_THREADS`` (default 1). A model of N threads
+    busy-waits on N cores, so more threads than free cores (two pytest workers on two cores) are
+    slower, not faster; on a free 2-core machine 2 threads run the default design ~2x faster."""
+    value = os.environ.get("FETTA_SIM_THREADS", "1")
+    if not value.isdigit() or int(value) < 1:
+        raise SimulationError(f"FETTA_SIM_THREADS must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def build_native(verilog: str, toplevel: str, *, threads: int | None = None, waves: bool = False) -> SimBuild:
+    """Build ``verilog`` into a stand-alone Verilator executable with the C++ main of
+    :data:`HARNESS` (no cocotb, no VPI: the test bench in the Verilog does all the work; its top has
+    ports ``clk`` and ``finished``), cached like :func:`build`. ``threads``: Verilator ``--threads``
+    (default :func:`verilator_threads`); ``waves``: ``--trace-fst`` (:func:`run_native`'s ``waves_file``)."""
+    toolchain.require("verilator")
+    threads = verilator_threads() if threads is None else threads
+    args = ["--cc", "--exe", "--build", "-j", str(os.cpu_count() or 1), "--prefix", "Vtop", "--top-module", toplevel,
+            "--timescale", "1ns/1ps", *(f"-Wno-{w}" for w in toolchain.SIM_WAIVERS), "--threads", str(threads),
+            *(["--trace-fst", "--trace-structs"] if waves else [])]
+    key = hashlib.sha256("\0".join([verilog, toplevel, *args, HARNESS.read_text(), "dedup1",
+                                     *toolchain.tool_versions("verilator")]).encode()).hexdigest()[:16]
+    bdir = BUILD_ROOT / "sim" / "verilator-native" / f"{toplevel}-{key}{'-waves' if waves else ''}"
+
+    def make(bdir: Path) -> None:
+        src = bdir / f"{toplevel}.v"
+        src.write_text(dedup_modules(verilog)[0])
+        with open(bdir / "build.log", "w") as log:
+            proc = subprocess.run(["verilator", *args, "-Mdir", str(bdir / "obj"), "-o", "sim", str(src), str(HARNESS)],
+                                  stdout=log, stderr=subprocess.STDOUT, env=toolchain.sim_env(), cwd=bdir)
+        if proc.returncode != 0:
+            raise SimulationError(f"verilator build of {toplevel} failed (exit {proc.returncode}); log tail:\n"
+                                  f"{_tail(bdir / 'build.log')}")
+
+    seconds, cached = _cached_build(bdir, make)
+    return SimBuild("verilator", toplevel, bdir, seconds, cached, waves)
+
+
+def run_native(simbuild: SimBuild, plusargs: Sequence[str], limit: int, waves_file: Path | None = None) -> int:
+    """Run a :func:`build_native` model for at most ``limit`` clock cycles with ``plusargs``; returns the
+    clock cycles simulated until the bench's ``finished``. ``waves_file``: an FST of every signal
+    (the build must have ``waves``). Raises :class:`SimulationError` on a timeout or a crash."""
+    if waves_file is not None and not simbuild.waves:
+        raise SimulationError(f"a waveform needs a build made with waves=True ({simbuild.build_dir})")
+    cmd = [str(simbuild.build_dir / "obj" / "sim"), f"+cycle_limit={limit}", *plusargs,
+           *([f"+trace_file={Path(waves_file).resolve()}"] if waves_file is not None else [])]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=toolchain.sim_env())
+    m = re.search(r"^cycles (\d+) finished (\d)$", proc.stdout, re.M)
+    if proc.returncode != 0 or m is None or m.group(2) != "1":
+        what = f"ran into its limit of {limit} cycles" if proc.returncode == 3 else f"exited with {proc.returncode}"
+        raise SimulationError(f"verilator: {simbuild.toplevel} {what}; output tail:\n"
+                              f"{(proc.stdout + proc.stderr)[-3000:]}")
+    return int(m.group(1))
 
 
 _ICARUS_DUMP = "fetta_waves"
@@ -211,11 +292,11 @@ _run_counter = 0
 
 def run(simbuild: SimBuild, test_module: str, *, env: Mapping[str, str] | None = None,
         testcase: str | Sequence[str] | None = None, seed: int | None = None,
-        waves_file: Path | None = None) -> Path:
+        waves_file: Path | None = None, plusargs: Sequence[str] = ()) -> Path:
     """Run the cocotb tests of ``test_module`` against a build; raise on any failure.
 
     ``waves_file``: record every signal of the design as an FST waveform there (the build must
-    have been made with ``waves=True``).
+    have been made with ``waves=True``). ``plusargs``: ``+name=value`` arguments of the simulation.
 
     Returns the per-run directory (benches write their outputs there; its path is
     in ``FETTA_RUN_DIR``).
@@ -238,7 +319,7 @@ def run(simbuild: SimBuild, test_module: str, *, env: Mapping[str, str] | None =
     if waves and not simbuild.waves:
         raise SimulationError(f"a waveform needs a build made with waves=True ({simbuild.build_dir})")
     waves_file = Path(waves_file).resolve() if waves else None
-    plusargs = [f"+dumpfile_path={waves_file}"] if waves and simbuild.sim == "icarus" else []
+    plusargs = [*plusargs, *([f"+dumpfile_path={waves_file}"] if waves and simbuild.sim == "icarus" else [])]
     test_args = ["--trace-file", str(waves_file)] if waves and simbuild.sim == "verilator" else []
     try:
         runner.test(test_module=test_module, hdl_toplevel=simbuild.toplevel, hdl_toplevel_lang="verilog", build_dir=simbuild.build_dir,
@@ -258,4 +339,5 @@ def run(simbuild: SimBuild, test_module: str, *, env: Mapping[str, str] | None =
     return run_dir
 
 
-__all__ = ["SimBuild", "SimulationError", "build", "elaborate", "run", "BUILD_ROOT"]
+__all__ = ["SimBuild", "SimulationError", "build", "elaborate", "run", "build_native", "run_native", "verilator_threads",
+           "HARNESS", "BUILD_ROOT"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sim.host_player import TOP
 from sim.toolchain import sim_env
 
 SMALL = ["--set", "num_ces=4", "--set", "net_ports=4", "--set", "banks=4", "--set", "unified_kb=4",
@@ -71,8 +72,8 @@ def test_verilog_core_bad_name(tmp_path):
 
 
 def _final(wave, name):
-    """Value of the top-level signal ``name`` at the end of the waveform."""
-    var = next(v for v in wave.all_vars() if v.full_name.count(".") == 1 and v.name == name)
+    """Value of the signal ``name`` of the test bench (the accelerator's port) at the end of the waveform."""
+    var = next(v for v in wave.all_vars() if v.full_name.split(".")[-2:] == [TOP, name])
     return var.signal.value_at(2 ** 62)
 
 

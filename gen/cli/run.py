@@ -4,7 +4,7 @@ Every format runs: ``dense`` specs keep the dedicated GEMM tiler (each phase one
 ``dX = dY @ W.T``; ``wg``: ``dcore_0 = X.T @ dY``) tiled over all CEs by
 :mod:`gen.compiler.gemm`. ``--sim emulator`` runs the instruction-level emulator;
 ``--sim icarus|verilator`` runs the emitted Verilog of the whole accelerator
-under cocotb (``sim/benches/system_bench.py``). The other formats (``tt, tr, ttm, ht, bt,
+under cocotb, the host played in Verilog (``sim/host_player.py``). The other formats (``tt, tr, ttm, ht, bt,
 tucker``) go through :mod:`gen.compiler` (pairwise contractions along the CSSE's MAC-optimal
 paths, see ``docs/compiler.md``); on ``icarus``/``verilator`` the compiled runs are executed on
 the emulator and on the RTL, and every row read back and every run's cycle count must agree

@@ -73,7 +73,7 @@ def run_on_accelerator(config, sim: str = "verilator", spec_path: str = "example
     phases = phases_of(phase)
     ref = compute(spec, inputs, phases=phases)
     print(f"[sim]     {spec.name} {phase} on {sim}: compiling, then building the {sim} model of the design "
-          f"(cached per design under build/sim/; Verilator takes ~3 min for the default design the first time)",
+          f"(cached per design under build/sim/; Verilator takes ~2 min for the default design the first time)",
           flush=True)
     t0 = time.perf_counter()
     if spec.format == "dense":

@@ -183,14 +183,17 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
     return Execution(results, prog.timeline(config, measured), tcu, len(prog.runs), trace, jobs)
 
 
-def rtl_check(ex: Execution, config: FettaConfig, sim: str, trace=None) -> bool:
+def rtl_check(ex: Execution, config: FettaConfig, sim: str, trace=None, stats: dict | None = None) -> bool:
     """Replay the runs of an emulator :class:`Execution` on the RTL (``icarus``/``verilator``).
 
     The host writes are the emulator's (so the RTL sees the same operands); every row read
     back, every run's cycle count and error code must equal the emulator's, else
-    :class:`ExecutionError`. ``trace``: write an FST waveform of the replay there. Returns ``True``.
+    :class:`ExecutionError`. ``trace``: write an FST waveform of the replay there. ``stats`` (optional)
+    receives ``sim_cycles`` (every clock cycle simulated, host port included). Returns ``True``.
     """
     out, _ = run_jobs_rtl(config, ex.jobs, sim, trace=trace)
+    if stats is not None:
+        stats["sim_cycles"] = int(out["sim_cycles"])
     for j, (cycles, reads) in enumerate(ex.trace):
         if int(out[f"j{j}_error"]) != 0:
             raise ExecutionError(f"RTL run {j} stopped with error code {int(out[f'j{j}_error'])}", field="program")
