@@ -19,6 +19,10 @@ is the utilization of the compute cycles less those (what overlapping instructio
 could reach on this program, DRAM aside). ``--write-docs`` puts the table into
 ``docs/compiler.md`` between the ``layers-table`` markers. Layers that do not compile are listed
 with the reason (never silently dropped).
+
+``--causes`` compiles only (the same programs) and prints the host re-layouts of each layer and phase
+by cause (``gen.compiler.relayout.RELAYOUT_CAUSES``); with ``--write-docs`` that table goes between the
+``relayout-causes`` markers.
 """
 
 from __future__ import annotations
@@ -33,6 +37,46 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parent / "docs" / "compiler.md"
 BEGIN, END = "<!-- layers-table:begin -->", "<!-- layers-table:end -->"
+CAUSES_BEGIN, CAUSES_END = "<!-- relayout-causes:begin -->", "<!-- relayout-causes:end -->"
+
+
+def causes_table(layers, phases, config) -> str:
+    """Host re-layouts per layer and phase by cause (compilation only)."""
+    from gen.compiler import compile_layer
+    from gen.compiler.relayout import RELAYOUT_CAUSES
+    from gen.workload.spec import load_spec
+
+    keys = list(RELAYOUT_CAUSES)
+    lines = ["| layer | phase | host re-layouts | " + " | ".join(keys) + " |",
+             "|---|---|---|" + "---|" * len(keys)]
+    total = dict.fromkeys(keys, 0)
+    for name in layers:
+        spec = load_spec(HERE / "layers" / f"{name}.json")
+        if spec.format == "dense":
+            continue
+        for phase in phases:
+            prog = compile_layer(spec, phase, config)
+            unknown = set(prog.relayout_causes) - set(keys)
+            if unknown or sum(prog.relayout_causes.values()) != prog.relayouts:
+                raise SystemExit(f"{spec.name} {phase}: causes {prog.relayout_causes} do not add up to "
+                                 f"{prog.relayouts} host re-layouts")
+            for k, n in prog.relayout_causes.items():
+                total[k] += n
+            lines.append(f"| {spec.name} | {phase} | {prog.relayouts} | "
+                         + " | ".join(str(prog.relayout_causes.get(k, "")) for k in keys) + " |")
+            print(lines[-1], flush=True)
+    lines.append(f"| all | | {sum(total.values())} | " + " | ".join(str(total[k]) for k in keys) + " |")
+    lines += ["", "Causes:", ""] + [f"- `{k}`: {v}" for k, v in RELAYOUT_CAUSES.items()]
+    return "\n".join(lines)
+
+
+def _write_doc(begin: str, end: str, table: str) -> None:
+    text = DOC.read_text()
+    if begin not in text:
+        raise SystemExit(f"{DOC} has no {begin} marker")
+    text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: begin + "\n" + table + "\n" + end, text,
+                  flags=re.S)
+    DOC.write_text(text)
 
 
 def measure(spec, phase, config):
@@ -76,12 +120,19 @@ def main(argv=None) -> int:
     p.add_argument("--layers", default="atis_tt,atis_ttm_embedding,atis_dense,ucf_tr14,ucf_ht,ucf_bt")
     p.add_argument("--phases", default="fp,bp,wg,train")
     p.add_argument("--write-docs", action="store_true")
+    p.add_argument("--causes", action="store_true", help="only the host re-layouts by cause (compilation only)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="configuration override (e.g. add_latency=4); the docs table is for the default")
     args = p.parse_args(argv)
     config = load_config(None, args.set)
     if args.write_docs and config != FettaConfig():
         p.error("--write-docs records the default configuration; drop --set")
+    if args.causes:
+        table = causes_table(args.layers.split(","), args.phases.split(","), config)
+        print(table)
+        if args.write_docs:
+            _write_doc(CAUSES_BEGIN, CAUSES_END, table)
+        return 0
     lines = ["| layer | phase | cycles | compute cycles | DRAM stall cycles | MACs | utilization | compute utilization | "
              "on-chip KiB | DRAM KiB | DRAM floor KiB | DRAM-floor bound | re-layouts host (KiB) / on chip | "
              "batch pieces | TCU MACs per useful MAC | dataflows (steps) | transposes | "
@@ -116,8 +167,5 @@ def main(argv=None) -> int:
     table = "\n".join(lines)
     print(table)
     if args.write_docs:
-        text = DOC.read_text()
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), BEGIN + "\n" + table + "\n" + END, text,
-                      flags=re.S)
-        DOC.write_text(text)
+        _write_doc(BEGIN, END, table)
     return 0

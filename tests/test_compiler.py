@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gen.compiler import CompileError, Layout, compile_layer
+from gen.compiler.relayout import RELAYOUT_CAUSES
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Flag, Opcode
@@ -217,7 +219,7 @@ def test_rtl_icarus(fmt):
 def test_relayouts_counted():
     """A tensor whose lane does not suit its consumer is re-laid out on chip by an identity GEMM
     (gen.compiler.relayout) or through the host, whichever takes fewer cycles; both are counted:
-    host ones with their host operation and bytes, on-chip ones as 0-MAC steps. One-cycle
+    host ones with their host operation, bytes and cause, on-chip ones as 0-MAC steps. One-cycle
     arithmetic: with pipelined adders (M2S3) an identity GEMM drains 17 cycles longer (29 against 12),
     and the small test layers' re-layouts all go through the host."""
     onchip = 0
@@ -226,8 +228,13 @@ def test_relayouts_counted():
         for phase in ("fp", "bp", "wg", "train"):
             prog = compile_layer(parse_spec(spec), phase, config, pieces=1)
             ops = [args for _, kind, args in prog.host_ops if kind == "relayout"]
-            assert prog.relayouts == len(ops) and prog.relayout_bytes == sum(b for _, b in ops), (fmt, phase)
-            assert all(b > 0 for _, b in ops)
+            assert prog.relayouts == len(ops) and prog.relayout_bytes == sum(b for _, b, _ in ops), (fmt, phase)
+            assert all(b > 0 for _, b, _ in ops)
+            # each host re-layout says why the TCU did not do it (a cause in the table)
+            assert prog.relayout_causes == dict(Counter(c for _, _, c in ops)), (fmt, phase)
+            assert set(prog.relayout_causes) <= set(RELAYOUT_CAUSES)
+            host = compile_layer(parse_spec(spec), phase, config, pieces=1, relayout="host")
+            assert host.relayout_causes == ({"host-policy": host.relayouts} if host.relayouts else {})
             steps = [s for s in prog.steps if s.roles.startswith("re-layout")]
             assert prog.onchip_relayouts == len(steps) and sum(s.macs for s in steps) == 0
             onchip += prog.onchip_relayouts

@@ -31,19 +31,18 @@ def fusesoc(cores: Path, build: Path, target: str, vlnv: str):
 
 @pytest.mark.sim
 def test_verilog_core_builds_with_fusesoc(tmp_path):
-    """The core names the Verilog (in another folder, by a relative path) and the constraints; its lint
+    """The core names the Verilog (in a sub-folder, by a relative path) and the constraints; its lint
     target runs Verilator on it (and fails on a broken file), its synth target gives a netlist."""
-    (tmp_path / "rtl").mkdir()
-    (tmp_path / "cores").mkdir()
+    (tmp_path / "cores" / "rtl").mkdir(parents=True)
     core = tmp_path / "cores" / "pe.core"
-    p = fetta("verilog", "--top", "pe", "-o", str(tmp_path / "rtl" / "pe.v"), "--core", str(core), "--json")
+    p = fetta("verilog", "--top", "pe", "-o", str(tmp_path / "cores" / "rtl" / "pe.v"), "--core", str(core), "--json")
     assert p.returncode == 0, p.stderr
     info = json.loads(p.stdout)
     assert info["vlnv"] == "fetta:generated:fetta_pe:0.1.0" and info["core"] == str(core)
     text = core.read_text()
     assert text.startswith("CAPI=2:\n")
     desc = yaml.safe_load(text)
-    assert desc["filesets"]["rtl"]["files"] == ["../rtl/pe.v"]
+    assert desc["filesets"]["rtl"]["files"] == ["rtl/pe.v"]
     assert (core.parent / desc["filesets"]["constraints"]["files"][0]).read_text().count("FREQUENCY PORT") == 1
 
     lint = fusesoc(tmp_path / "cores", tmp_path / "build", "lint", info["vlnv"])
@@ -59,15 +58,18 @@ def test_verilog_core_builds_with_fusesoc(tmp_path):
     assert sum(c["type"] == "TRELLIS_FF" for c in cells) > 0 and sum(c["type"] == "LUT4" for c in cells) > 0
 
     # the lint target can fail: an undeclared name in the Verilog stops it
-    v = tmp_path / "rtl" / "pe.v"
+    v = tmp_path / "cores" / "rtl" / "pe.v"
     v.write_text(v.read_text().replace("assign", "assign undeclared_net = 1'b1; assign", 1))
     bad = fusesoc(tmp_path / "cores", tmp_path / "build2", "lint", info["vlnv"])
     assert bad.returncode != 0 and "undeclared_net" in bad.stdout + bad.stderr
 
 
-def test_verilog_core_bad_name(tmp_path):
+def test_verilog_core_bad_use(tmp_path):
     p = fetta("verilog", "--top", "pe", "-o", str(tmp_path / "pe.v"), "--core", str(tmp_path / "pe.yml"))
     assert p.returncode == 2 and "--core" in p.stderr and ".core" in p.stderr
+    (tmp_path / "cores").mkdir()
+    p = fetta("verilog", "--top", "pe", "-o", str(tmp_path / "pe.v"), "--core", str(tmp_path / "cores" / "pe.core"))
+    assert p.returncode == 2 and "--core" in p.stderr and "not in the folder" in p.stderr
     assert not (tmp_path / "pe.v").exists()
 
 

@@ -137,6 +137,7 @@ def run_compiled(args, spec, config, inputs, source: dict, trace=None) -> int:
               "max_rel_err": max_rel_err(ex.results, golden), "tcu_macs": ex.tcu_macs, "runs": len(prog.runs),
               "instructions": sum(len(r.program) for r in prog.runs),
               "relayouts": prog.relayouts, "relayout_bytes": prog.relayout_bytes,
+              "relayout_causes": prog.relayout_causes,
               "onchip_relayouts": prog.onchip_relayouts, "pieces": prog.pieces,
               "compute_cycles": ex.compute_cycles, "dram_stall_cycles": ex.dram_stall_cycles,
               "onchip_bytes": prog.onchip_bytes,

@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--out", metavar="OUT.v", help="output Verilog file (its folder must exist)")
     p.add_argument("--core", metavar="OUT.core",
                    help="also write a FuseSoC core description (CAPI=2; targets default, lint, synth) naming the "
-                        "Verilog, with the FPGA constraints copied beside it (gen/toolflow/core.py)")
+                        "Verilog (which must be in the core's folder or below it), with the FPGA constraints copied "
+                        "beside it (gen/toolflow/core.py)")
     p.add_argument("--list", action="store_true", help="list the blocks that can be emitted")
     add_json_argument(p)
 
@@ -42,6 +43,9 @@ def main(args: argparse.Namespace) -> int:
     if core is not None and core.suffix != ".core":
         raise UsageError(f"{args.core}: FuseSoC finds core descriptions by the suffix .core; name it OUT.core",
                          field="--core")
+    if core is not None and not out.resolve().is_relative_to(core.resolve().parent):
+        raise UsageError(f"{args.out} is not in the folder of {args.core} or below it (FuseSoC takes a core's "
+                         "files from there)", field="--core")
     top = args.top or hdl.DEFAULT_TOP
     t0 = time.perf_counter()
     text = hdl.to_verilog(top, config)

@@ -12,6 +12,7 @@ in a fresh segment; one that does not fit even then is chunked (:meth:`Compiler.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import replace
 from typing import Sequence
 
@@ -144,7 +145,8 @@ class Compiler(Chunking):
         (:mod:`gen.compiler.relayout`) where one GEMM can do it, else through the host)."""
         if layout is None:
             return
-        if t.name in self.mem.onchip and self.relayout_onchip(t, lane, layout, label, s_idx):
+        cause = self.relayout_onchip(t, lane, layout, label, s_idx) if t.name in self.mem.onchip else None
+        if t.name in self.mem.onchip and cause is None:
             return
         if t.name in self.mem.onchip:      # lane mismatch: explicit re-layout through the host
             # DRAM bytes: the read back (unless the host has it) and the write in the new layout
@@ -152,23 +154,24 @@ class Compiler(Chunking):
             self.mem.ensure_on_host(t)
             self.stats["relayouts"] += 1
             self.stats["relayout_bytes"] += nbytes
-            self.host_ops.append((len(self.mem.runs) - 1, "relayout", (t.name, nbytes)))
+            self.host_ops.append((len(self.mem.runs) - 1, "relayout", (t.name, nbytes, cause)))
         if lane not in t.modes:
             t.modes = t.modes + (lane,)
         self.mem.place(t, layout)
 
-    def relayout_onchip(self, t: Tensor, lane: str, want: Layout, label: str, s_idx: int) -> bool:
+    def relayout_onchip(self, t: Tensor, lane: str, want: Layout, label: str, s_idx: int) -> str | None:
         """Re-lay out ``t`` (on chip) into ``want`` with one identity GEMM on the TCU
-        (:mod:`gen.compiler.relayout`); False (nothing done) when that is not possible here, or
-        (policy ``auto``) slower than the host path."""
+        (:mod:`gen.compiler.relayout`); returns None when done, else why not (nothing done: not
+        possible here, or, policy ``auto``, slower than the host path), a key of
+        :data:`~gen.compiler.relayout.RELAYOUT_CAUSES`."""
         gemm = self.planner.identity_mappings(t, lane, want)
         if gemm is None:
-            return False
+            return self.planner.identity_obstacle(t, lane, want)
         got, e_lay, mappings = gemm
         q = lane
         eye = self.mem.onchip.get(eye_name(q))
         if not self.mem.fits([] if eye else [e_lay.rows], [got.rows]):
-            return False
+            return "no-room"
         mark = self.mem.mark()
         new_eye = eye is None
         if new_eye:
@@ -183,7 +186,7 @@ class Compiler(Chunking):
                 break
         if instrs is None or (self.relayout == "auto" and mp.cycles > self.planner.host_relayout_cycles(t)):
             self.mem.rollback(mark)
-            return False
+            return "bank-conflict" if instrs is None else "host-faster"
         if new_eye:
             self.eyes[eye.name] = (eye.modes, self.sizes[q])
         self._add(instrs, "" if self.depends(t) else "free")
@@ -194,7 +197,7 @@ class Compiler(Chunking):
                                      gemm_transposes(instrs), batch_free=not self.depends(t)))
         t.layout, t.addr = want, addr
         self.mem.onchip[t.name] = t
-        return True
+        return None
 
     def emit(self, label: str, s_idx: int, plan: Plan, out_name: str, final: bool) -> Tensor:
         """Place the operands and the result of ``plan`` and emit its instructions."""
@@ -348,6 +351,7 @@ class Compiler(Chunking):
         eyes = [(-1, "eye", (name, modes, n)) for name, (modes, n) in self.eyes.items()]
         return Program(self.mem.runs, eyes + self.host_ops, kw.pop("results"), dict(self.sizes), st["macs"],
                        self.steps, relayouts=st["relayouts"], relayout_bytes=st["relayout_bytes"],
+                       relayout_causes=dict(Counter(a[2] for _, kind, a in self.host_ops if kind == "relayout")),
                        onchip_relayouts=st["onchip_relayouts"],
                        dram_bytes=st["dram_bytes"],
                        onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"],

@@ -30,7 +30,7 @@ from gen.compiler.layout import Layout, ceil_to
 from gen.compiler.mapping import Lp, map_cached
 from gen.compiler.plans import Candidate, NextInfo, Plan
 from gen.compiler.program import CompileError
-from gen.compiler.relayout import eye_layout, onchip_layout, primed
+from gen.compiler.relayout import eye_layout, onchip_layout, onchip_obstacle, primed
 from gen.compiler.stationary import StationaryPlans
 from gen.design.config import FettaConfig
 from gen.design.isa import Dataflow, Geometry, Transpose
@@ -190,6 +190,12 @@ class Planner(StationaryPlans):
             return got, e_lay, map_cached(tuple(free), tuple(ks), got.stride(old), self.geo, 0, self.k_split)
         except CompileError:
             return None
+
+    def identity_obstacle(self, t: Tensor, lane: str, want: Layout) -> str:
+        """Why :meth:`identity_mappings` gives None (a key of :data:`~gen.compiler.relayout.RELAYOUT_CAUSES`)."""
+        if self.relayout == "host":
+            return "host-policy"
+        return onchip_obstacle(t.layout, lane, want, self.sizes, self.L, self.align) or "no-mapping"
 
     def relayout_cycles(self, t: Tensor, lane: str | None) -> int:
         """Estimated cycles to give ``t`` (on chip) the lane ``lane``: the fewer of the identity GEMM's

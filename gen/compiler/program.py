@@ -93,6 +93,8 @@ class Program:
     #: tensors re-laid out through the host (read back, written in another layout)
     relayouts: int = 0
     relayout_bytes: int = 0
+    #: :attr:`relayouts` by cause (:data:`gen.compiler.relayout.RELAYOUT_CAUSES`)
+    relayout_causes: dict[str, int] = field(default_factory=dict)
     #: tensors re-laid out on chip by an identity GEMM (:mod:`gen.compiler.relayout`)
     onchip_relayouts: int = 0
     dram_bytes: int = 0

@@ -40,15 +40,41 @@ def onchip_layout(layout: Layout, lane: str, want: Layout, sizes: dict[str, int]
     is unchanged or not one of the tensor's modes, longer than :data:`MAX_LANE_MODE`, or ``want``
     does not have the old lane padded to whole lanes as the GEMM's result has
     (:meth:`gen.compiler.planner.Planner.operand_layout` makes it so)."""
+    return _onchip(layout, lane, want, sizes, lanes, align)[0]
+
+
+def onchip_obstacle(layout: Layout, lane: str, want: Layout, sizes: dict[str, int], lanes: int,
+                    align: int) -> str | None:
+    """Why :func:`onchip_layout` gives None (one of :data:`RELAYOUT_CAUSES`), or None when it does not."""
+    return _onchip(layout, lane, want, sizes, lanes, align)[1]
+
+
+def _onchip(layout, lane, want, sizes, lanes, align) -> tuple[Layout | None, str | None]:
     old = layout.lane
-    if lane == old or lane not in layout.modes or sizes[lane] > MAX_LANE_MODE or want.lane != lane:
-        return None
+    if lane == old or lane not in layout.modes or want.lane != lane:
+        return None, "lane-not-a-mode"
+    if sizes[lane] > MAX_LANE_MODE:
+        return None, "long-lane"
     sizes[primed(lane)] = sizes[lane]
     got = Layout.make(tuple(primed(lane) if m == lane else m for m in want.modes), sizes, lanes, padded=(old,),
                       align=align)
     if (got.ext, got.rstride, got.rows) != (want.ext, want.rstride, want.rows):
-        return None
-    return got
+        return None, "padding"
+    return got, None
+
+
+#: why a tensor is re-laid out through the host instead of by an identity GEMM on chip
+#: (``Program.relayout_causes``; docs/compiler.md "Host re-layouts by cause")
+RELAYOUT_CAUSES = {
+    "host-policy": "the policy is host (capability sets without on-chip re-layout)",
+    "lane-not-a-mode": "the wanted lane is not one of the tensor's stored modes (a dummy or merged lane)",
+    "long-lane": f"the wanted lane mode is longer than {MAX_LANE_MODE} (one identity GEMM moves one lane block)",
+    "padding": "the consumer wants a padding of the modes the identity GEMM's result cannot have",
+    "no-mapping": "no CE grid / loop mapping of the identity GEMM",
+    "no-room": "no room on chip for the identity and the re-laid-out copy",
+    "bank-conflict": "every mapping of the identity GEMM breaks the bank rule at these addresses",
+    "host-faster": "the identity GEMM takes more cycles than the DRAM round trip (policy auto)",
+}
 
 
 def eye_layout(q: str, sizes: dict[str, int], lanes: int) -> Layout:
@@ -57,4 +83,4 @@ def eye_layout(q: str, sizes: dict[str, int], lanes: int) -> Layout:
     return Layout.make((q, primed(q)), sizes, lanes)
 
 
-__all__ = ["MAX_LANE_MODE", "eye_name", "primed", "onchip_layout", "eye_layout"]
+__all__ = ["MAX_LANE_MODE", "RELAYOUT_CAUSES", "eye_name", "primed", "onchip_layout", "onchip_obstacle", "eye_layout"]

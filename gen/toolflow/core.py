@@ -1,6 +1,7 @@
 """FuseSoC core descriptions (CAPI=2) for emitted Verilog (``fetta verilog ... --core OUT.core``).
 
-The core names the Verilog file by its path relative to the core file and carries the FPGA
+The core names the Verilog file by its path relative to the core file (in its folder or below it:
+FuseSoC deprecates files outside a core's folder) and carries the FPGA
 constraints of ``constraints/`` (copied beside the core, so the folder is self-contained) in a
 fileset of type ``LPF``. Its targets, each runnable with ``fusesoc --cores-root DIR run
 --target=T VLNV`` (FuseSoC and edalize are pinned in the ``dev`` extra):
