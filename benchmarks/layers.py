@@ -47,8 +47,8 @@ def causes_table(layers, phases, config) -> str:
     from gen.workload.spec import load_spec
 
     keys = list(RELAYOUT_CAUSES)
-    lines = ["| layer | phase | host re-layouts | " + " | ".join(keys) + " |",
-             "|---|---|---|" + "---|" * len(keys)]
+    lines = ["| layer | phase | cycles (static timeline) | host re-layouts | on chip | " + " | ".join(keys) + " |",
+             "|---|---|---|---|---|" + "---|" * len(keys)]
     total = dict.fromkeys(keys, 0)
     for name in layers:
         spec = load_spec(HERE / "layers" / f"{name}.json")
@@ -62,10 +62,11 @@ def causes_table(layers, phases, config) -> str:
                                  f"{prog.relayouts} host re-layouts")
             for k, n in prog.relayout_causes.items():
                 total[k] += n
-            lines.append(f"| {spec.name} | {phase} | {prog.relayouts} | "
+            lines.append(f"| {spec.name} | {phase} | {prog.timeline(config).cycles} | {prog.relayouts} | "
+                         f"{prog.onchip_relayouts} | "
                          + " | ".join(str(prog.relayout_causes.get(k, "")) for k in keys) + " |")
             print(lines[-1], flush=True)
-    lines.append(f"| all | | {sum(total.values())} | " + " | ".join(str(total[k]) for k in keys) + " |")
+    lines.append(f"| all | | | {sum(total.values())} | | " + " | ".join(str(total[k]) for k in keys) + " |")
     lines += ["", "Causes:", ""] + [f"- `{k}`: {v}" for k, v in RELAYOUT_CAUSES.items()]
     return "\n".join(lines)
 

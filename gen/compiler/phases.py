@@ -109,21 +109,32 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
     # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
-    best = min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+    best = min(progs, key=_rank(config))
     # The planner decides step by step (one step of lookahead over the consumer); over a whole layer
     # its choices can lose. The winner's options once more with a wider lookahead and without cross-CE
-    # splits (ATIS TTM embedding fp: 3,722 GEMMs with them, 216 without), the fastest kept.
+    # splits (ATIS TTM embedding fp: 3,722 GEMMs with them, 216 without), and, where it re-lays out
+    # through the host, with every re-layout on chip (the planner weighs each one's identity GEMM
+    # against its DRAM round trip alone; end to end the GEMM can cost nothing, ATIS TT wg), the fastest
+    # kept, the fewer host re-layouts on a tie.
     v = best.variant
     retries = [_Policy(relayout, k_split, v["stationary"], WIDE_LOOKAHEAD)]
     if k_split:
         retries.append(_Policy(relayout, False, v["stationary"]))
+    if relayout == "auto" and best.relayouts:
+        retries.append(_Policy("onchip", k_split, v["stationary"]))
     for policy in retries:
         try:
             progs += _variants(spec, phase, config, paths, reuse, align, v["pad"], v["pieces"], policy,
                                v["pieces_by"], v["views"], v["fuse"])
         except CompileError:
             continue
-    return min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+    return min(progs, key=_rank(config))
+
+
+def _rank(config: FettaConfig):
+    """How :func:`compile_layer` orders its programs: end-to-end cycles, then host re-layouts, then the
+    compiler's estimate."""
+    return lambda p: (p.timeline(config).cycles, p.relayouts, p.est_cycles)
 
 
 #: the planner's lookahead (plans weighed with their consumer's best) of :func:`compile_layer`'s retry
