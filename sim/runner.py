@@ -127,22 +127,23 @@ def elaborate(top: str, config) -> str:
 def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = (), waves: bool = False) -> SimBuild:
     """Build ``verilog`` (text) for ``sim`` unless an identical build exists.
 
-    ``waves``: a build that can record an FST waveform of a run (:func:`run`'s ``waves_file``):
-    Verilator with ``--trace-fst`` (a slower model, cached apart from the plain one), Icarus
-    with cocotb's ``$dumpvars`` module.
+    ``waves`` (Icarus): a build that can record an FST waveform of a run (:func:`run`'s ``waves_file``),
+    with a ``$dumpvars`` root module, cached apart from the plain one. Verilator waveforms come from
+    :func:`build_native` models.
     """
     toolchain.require(sim)
     if "__" in toplevel:
         raise SimulationError(f"top-level module name {toplevel!r} must not contain '__' (Verilator bugs)")
     verilator = sim == "verilator"
+    if waves and verilator:
+        raise SimulationError("Verilator waveforms are recorded by build_native models, not cocotb builds")
     if verilator:
         # cocotb's runner passes --public-flat-rw, which keeps every internal signal of the
         # design alive and in the VPI symbol table (the default accelerator: ~80 MB of C++).
         # The benches only touch top-level ports, so make just those public (ports.vlt below).
         # The Verilog itself gets Amaranth's per-instance module copies merged (sim/vdedup.py;
         # the default accelerator: 1,402 modules -> 26), as Verilator compiles each to C++.
-        args = ["--no-public-flat-rw", *(f"-Wno-{w}" for w in toolchain.SIM_WAIVERS), *build_args,
-                *(["--trace-fst", "--trace-structs"] if waves else [])]
+        args = ["--no-public-flat-rw", *(f"-Wno-{w}" for w in toolchain.SIM_WAIVERS), *build_args]
     else:
         # cocotb passes -g2012, where variable initializers run before any process and raise no
         # event: Yosys' combinational `always @*` blocks (kicked off by an initialized dummy reg)
@@ -187,7 +188,7 @@ def _cocotb_build(bdir: Path, verilog: str, toplevel: str, sim: str, args: list[
     src = bdir / f"{toplevel}.v"
     src.write_text(dedup_modules(verilog)[0] if verilator else verilog)
     sources = [src]
-    if waves and not verilator:
+    if waves:
         # cocotb's own dump module is SystemVerilog (a `string`); this build is -g2005
         sources.append(bdir / f"{_ICARUS_DUMP}.v")
         sources[-1].write_text(_icarus_dump(toplevel))
@@ -200,8 +201,7 @@ def _cocotb_build(bdir: Path, verilog: str, toplevel: str, sim: str, args: list[
     runner = get_runner(sim)
     try:
         runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=bdir, build_args=args,
-                     timescale=("1ns", "1ps"), always=True, log_file=bdir / "build.log",
-                     waves=waves and verilator)
+                     timescale=("1ns", "1ps"), always=True, log_file=bdir / "build.log")
     except (RuntimeError, SystemExit) as exc:
         raise SimulationError(f"{sim} build of {toplevel} failed ({exc}); log tail:\n{_tail(bdir / 'build.log')}") \
             from None
@@ -257,10 +257,9 @@ def run_native(simbuild: SimBuild, plusargs: Sequence[str], limit: int, waves_fi
     """Run a :func:`build_native` model for at most ``limit`` clock cycles with ``plusargs``; returns the
     clock cycles simulated until the bench's ``finished``. ``waves_file``: an FST of every signal
     (the build must have ``waves``). Raises :class:`SimulationError` on a timeout or a crash."""
-    if waves_file is not None and not simbuild.waves:
-        raise SimulationError(f"a waveform needs a build made with waves=True ({simbuild.build_dir})")
+    waves_file = _waves_file(simbuild, waves_file)
     cmd = [str(simbuild.build_dir / "obj" / "sim"), f"+cycle_limit={limit}", *plusargs,
-           *([f"+trace_file={Path(waves_file).resolve()}"] if waves_file is not None else [])]
+           *([f"+trace_file={waves_file}"] if waves_file is not None else [])]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=toolchain.sim_env())
     m = re.search(r"^cycles (\d+) finished (\d)$", proc.stdout, re.M)
     if proc.returncode != 0 or m is None or m.group(2) != "1":
@@ -268,6 +267,15 @@ def run_native(simbuild: SimBuild, plusargs: Sequence[str], limit: int, waves_fi
         raise SimulationError(f"verilator: {simbuild.toplevel} {what}; output tail:\n"
                               f"{(proc.stdout + proc.stderr)[-3000:]}")
     return int(m.group(1))
+
+
+def _waves_file(simbuild: SimBuild, waves_file) -> Path | None:
+    """``waves_file`` as an absolute path (None: no waveform); the build must be able to record it."""
+    if waves_file is None:
+        return None
+    if not simbuild.waves:
+        raise SimulationError(f"a waveform needs a build made with waves=True ({simbuild.build_dir})")
+    return Path(waves_file).resolve()
 
 
 _ICARUS_DUMP = "fetta_waves"
@@ -315,16 +323,13 @@ def run(simbuild: SimBuild, test_module: str, *, env: Mapping[str, str] | None =
     results = run_dir / "results.xml"
     runner = get_runner(simbuild.sim)
     log_file = run_dir / "sim.log"
-    waves = waves_file is not None
-    if waves and not simbuild.waves:
-        raise SimulationError(f"a waveform needs a build made with waves=True ({simbuild.build_dir})")
-    waves_file = Path(waves_file).resolve() if waves else None
-    plusargs = [*plusargs, *([f"+dumpfile_path={waves_file}"] if waves and simbuild.sim == "icarus" else [])]
-    test_args = ["--trace-file", str(waves_file)] if waves and simbuild.sim == "verilator" else []
+    waves_file = _waves_file(simbuild, waves_file)
+    if waves_file is not None:
+        plusargs = [*plusargs, f"+dumpfile_path={waves_file}"]
     try:
         runner.test(test_module=test_module, hdl_toplevel=simbuild.toplevel, hdl_toplevel_lang="verilog", build_dir=simbuild.build_dir,
-                    test_dir=run_dir, extra_env=extra, testcase=testcase, seed=seed, waves=waves,
-                    plusargs=plusargs, test_args=test_args,
+                    test_dir=run_dir, extra_env=extra, testcase=testcase, seed=seed, waves=waves_file is not None,
+                    plusargs=plusargs,
                     results_xml=str(results), timescale=("1ns", "1ps"), log_file=log_file)
     except SystemExit:
         pass  # the result file below says what happened
