@@ -25,6 +25,7 @@ times the piece's.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 from gen.compiler.layout import has_batch
@@ -106,9 +107,9 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
     runs = _runs(piece, P, dep)
     # host re-layouts: every piece does those of batch tensors, pieces 0 and 1 those of the others
     relayouts = [(P if a[0] in dep else min(P, 2), a[1], a[2]) for _, kind, a in piece.host_ops if kind == "relayout"]
-    causes: dict[str, int] = {}
+    causes = Counter()
     for n, _, cause in relayouts:
-        causes[cause] = causes.get(cause, 0) + n
+        causes[cause] += n
     steps = [s for p in range(P) for s in piece.steps if p < 2 or not s.batch_free]
     free_macs = sum(s.macs for s in piece.steps if s.batch_free)
     geo = Geometry.of(config)
@@ -121,7 +122,7 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
                    padded_macs=sum(gemm_macs(i, geo) for i in gemms),
                    onchip_relayouts=sum(1 for s in steps if s.roles.startswith("re-layout")),
                    relayouts=sum(n for n, _, _ in relayouts), relayout_bytes=sum(n * b for n, b, _ in relayouts),
-                   relayout_causes=causes,
+                   relayout_causes=dict(causes),
                    paths=piece.paths, reused=piece.reused, input_modes=modes, input_pads=pads,
                    input_slices=slices, result_pieces=result_pieces, pieces=P,
                    carried={piece_name(n, P - 1) for n in piece.carried})

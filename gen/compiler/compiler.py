@@ -145,10 +145,10 @@ class Compiler(Chunking):
         (:mod:`gen.compiler.relayout`) where one GEMM can do it, else through the host)."""
         if layout is None:
             return
-        cause = self.relayout_onchip(t, lane, layout, label, s_idx) if t.name in self.mem.onchip else None
-        if t.name in self.mem.onchip and cause is None:
-            return
-        if t.name in self.mem.onchip:      # lane mismatch: explicit re-layout through the host
+        if t.name in self.mem.onchip:      # lane mismatch: on chip, else explicitly through the host
+            cause = self.relayout_onchip(t, lane, layout, label, s_idx)
+            if cause is None:
+                return
             # DRAM bytes: the read back (unless the host has it) and the write in the new layout
             nbytes = ((0 if t.on_host else t.layout.rows) + layout.rows) * self.L * self.elem_bytes
             self.mem.ensure_on_host(t)
