@@ -1,9 +1,10 @@
-"""Benchmark of the CSSE and the analytical model on benchmarks/layers/*.json.
+"""Benchmark of the CSSE and FETTA's analytical estimate on benchmarks/layers/*.json.
 
 ``python -m benchmarks.model [--out docs/img] [--quick]`` prints markdown tables
-(search time, MACs of every sequence, model results of every architecture)
-and writes two plots: sequences compared on FETTA (the paper's Fig. comparing
-contraction sequences) and architectures compared on the train step.
+(search time, MACs of every sequence, the analytical estimate of the train step along each
+sequence, the training-aware search) and writes a plot of the sequences compared on FETTA (the
+paper's figure comparing contraction sequences). The architectures are compared on the compiled
+engine by ``python -m benchmarks compare`` (docs/comparison.md), not here.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ def _paths(name, nets):
 
 
 def run(out_dir: Path, quick: bool = False) -> str:
-    from gen.model.arch import ARCHS
     from gen.search.baselines import BASELINES, dense_layer_macs
     from gen.design.config import FettaConfig
     from gen.search import model_phase
@@ -39,7 +39,6 @@ def run(out_dir: Path, quick: bool = False) -> str:
                  + " | ".join(BASELINES[:-1]) + " |")
     lines.append("|---" * (7 + len(BASELINES) - 1) + "|")
     seq_rows = []
-    arch_rows = []
     for f in files:
         spec = load_spec(f)
         for phase in ("fp", "bp", "wg"):
@@ -59,22 +58,16 @@ def run(out_dir: Path, quick: bool = False) -> str:
             nets = phase_networks(spec, "train")
             row = {"layer": spec.name}
             for b in ("left_to_right", "ette", "btt", "tetrix"):
-                r = model_phase(spec, "train", cfg, "fetta", _paths(b, nets))
+                r = model_phase(spec, "train", cfg, _paths(b, nets))
                 row[b] = r
-            row["csse_flops"] = model_phase(spec, "train", cfg, "fetta")
+            row["csse_flops"] = model_phase(spec, "train", cfg)
             if not quick:
                 found = search(spec, "train", metric="edp", top_k=8, config=cfg)
-                row["csse_model"] = model_phase(spec, "train", cfg, "fetta",
+                row["csse_model"] = model_phase(spec, "train", cfg,
                                                 {e["label"]: e["path"] for e in found["networks"]})
             seq_rows.append(row)
-        # --- architectures -------------------------------------------------------
-        for phase in ("fp", "bp", "wg", "train"):
-            paths = {n.label: search_network(n, 1)[0].as_list() for n in phase_networks(spec, phase)}
-            for a in ARCHS:
-                r = model_phase(spec, phase, cfg, a, paths)
-                arch_rows.append((spec.name, phase, a, r))
     lines.append("")
-    lines.append("Train step on FETTA with each contraction sequence (cycles / energy uJ / EDP pJ*us):")
+    lines.append("Train step on FETTA with each contraction sequence, analytical estimate (cycles / energy uJ / EDP pJ*us):")
     lines.append("")
     keys = ["left_to_right", "ette", "btt", "tetrix", "csse_flops"] + ([] if quick else ["csse_model"])
     lines.append("| layer | " + " | ".join(keys) + " |")
@@ -82,16 +75,6 @@ def run(out_dir: Path, quick: bool = False) -> str:
     for row in seq_rows:
         lines.append(f"| {row['layer']} | " + " | ".join(
             f"{row[k].cycles:,} / {row[k].energy_pj / 1e6:.1f} / {row[k].edp:.3g}" for k in keys) + " |")
-    lines.append("")
-    lines.append("All phases and architectures, CSSE-FLOPs paths (cycles, DRAM bytes, SRAM accesses, energy uJ, "
-                 "EDP pJ*us, utilization):")
-    lines.append("")
-    lines.append("| layer | phase | arch | cycles | dram_bytes | sram_accesses | energy uJ | edp | util |")
-    lines.append("|---" * 9 + "|")
-    for name, phase, a, r in arch_rows:
-        s = r.summary()
-        lines.append(f"| {name} | {phase} | {a} | {s['cycles']:,} | {s['dram_bytes']:,} | {s['sram_accesses']:,} | "
-                     f"{s['energy_pj'] / 1e6:.2f} | {s['edp']:.3g} | {s['utilization']:.2f} |")
     # --- training-aware --------------------------------------------------------
     lines.append("")
     lines.append("Training-aware search (MACs per train step, without the SGD update):")
@@ -106,11 +89,11 @@ def run(out_dir: Path, quick: bool = False) -> str:
         lines.append(f"| {spec.name} | {t['per_phase']['macs']:,} | {t['per_phase_with_reuse']['macs']:,} | "
                      f"{t['joint']['macs']:,} | {t['gain_vs_per_phase']}x | {t['joint']['saved_bytes']:,} | "
                      f"{t['seconds']} |")
-    _plots(out_dir, seq_rows, keys, arch_rows, ARCHS)
+    _plots(out_dir, seq_rows, keys)
     return "\n".join(lines)
 
 
-def _plots(out_dir: Path, seq_rows, keys, arch_rows, archs) -> None:
+def _plots(out_dir: Path, seq_rows, keys) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -133,26 +116,6 @@ def _plots(out_dir: Path, seq_rows, keys, arch_rows, archs) -> None:
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out_dir / "model_sequences.png", dpi=110)
-    plt.close(fig)
-    layers = sorted({r[0] for r in arch_rows})
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    x = np.arange(len(layers))
-    w = 0.8 / len(archs)
-    for j, a in enumerate(archs):
-        lat, en = [], []
-        for L in layers:
-            get = {(r[0], r[2]): r[3] for r in arch_rows if r[1] == "train"}
-            lat.append(get[(L, a)].cycles / get[(L, "fetta")].cycles)
-            en.append(get[(L, a)].energy_pj / get[(L, "fetta")].energy_pj)
-        axes[0].bar(x + j * w, lat, w, label=a)
-        axes[1].bar(x + j * w, en, w, label=a)
-    for ax, t in zip(axes, ("latency / FETTA", "energy / FETTA")):
-        ax.set_xticks(x + 0.4 - w / 2, layers, rotation=20)
-        ax.set_yscale("log")
-        ax.set_title(t + " (train step, CSSE-FLOPs paths)")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out_dir / "model_archs.png", dpi=110)
     plt.close(fig)
 
 

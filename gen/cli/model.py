@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", default="fetta", choices=(*ARCHS, *ABLATIONS),
                    help="architecture, or FETTA without one capability (default fetta; docs/comparison.md)")
     p.add_argument("--path", choices=PATHS,
-                   help="contraction order: the CSSE's (optimal) or a fixed one (btt, ette, left, right); "
+                   help="contraction order: the CSSE's (optimal) or another work's (btt, ette, left, right, tetrix); "
                         "default: the architecture's (optimal)")
     p.add_argument("--metric", default="flops", choices=("flops", "latency", "energy", "edp"),
                    help="how the contraction paths are chosen (CSSE; default: the MAC optimum)")
@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"fetta: warning: {spec.name} {args.phase} does not compile ({exc}); "
                   "using the analytical model", file=sys.stderr)
     if res is None:
-        res = model_phase(spec, args.phase, config, "fetta", paths)
+        res = model_phase(spec, args.phase, config, paths)
     out = {"spec": spec.name, "format": spec.format, "phase": args.phase, "arch": args.arch, "timing": timing,
            **res.summary(), **({"compile_error": error} if error else {})}
     if res.program is not None:

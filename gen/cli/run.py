@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "whichever is estimated faster (default auto)")
     p.add_argument("--path", default="optimal", choices=PATHS,
                    help="tensorized formats: contraction order, the CSSE's (default optimal) or a fixed one "
-                        "(btt, ette, left, right: gen/search/baselines.py; a fixed order skips the training-aware "
+                        "(btt, ette, left, right, tetrix: gen/search/baselines.py; a fixed order skips the training-aware "
                         "WG re-solve)")
     add_max_elements_argument(p)
     add_config_arguments(p)

@@ -8,7 +8,6 @@ from gen.cli.common import add_config_arguments, add_json_argument, config_from_
 from gen.progress import interactive
 from gen.search import search, training_aware
 from gen.workload.spec import load_spec
-from gen.model.arch import get_arch
 
 HELP = "find the optimal pairwise contraction order of a layer's networks (stage 1 MACs, stage 2 model)"
 
@@ -20,7 +19,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="flops: the MAC optimum (stage 1); otherwise stage 2 ranks the top-K by the model")
     p.add_argument("--top-k", type=positive_int, default=8, metavar="K",
                    help="stage-1 candidates per network (default 8)")
-    p.add_argument("--arch", default="fetta", help="architecture the stage-2 model evaluates (default fetta)")
     p.add_argument("--training-aware", action="store_true",
                    help="also choose FP/BP orders jointly with WG (reuse of saved intermediates)")
     add_config_arguments(p)
@@ -30,11 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     config = config_from_args(args)
-
-    get_arch(args.arch, config)  # validate early
     show = interactive(args.json)
-    out = search(spec, args.phase, metric=args.metric, top_k=args.top_k, config=config, arch=args.arch,
-                 show_progress=show)
+    out = search(spec, args.phase, metric=args.metric, top_k=args.top_k, config=config, show_progress=show)
     if args.training_aware:
         out["training_aware"] = training_aware(spec, top_k=args.top_k, show_progress=show)
     if args.json:

@@ -31,9 +31,10 @@ A :class:`Capabilities` names, with the paper's section it comes from:
     batch pieces for ping-pong overlap of DRAM and compute (``None``: the compiler's choice; 1: none).
 ``path``
     the contraction order: ``optimal`` (the CSSE), or a fixed one (:data:`PATHS`).
-``family``
-    the architecture of :mod:`gen.model.arch` it is (an ablation's is ``fetta``): its network
-    energy scales (``dist_scale``, ``red_scale``) price the distribution / reduction accesses.
+``dist_scale``, ``red_scale``
+    the energy of a distribution / reduction network access relative to FETTA's butterflies (the
+    per-access energies of :data:`gen.model.ENERGY_PJ`): SIGMA's Benes distribution 2x (V-B4); 0
+    where the architecture has no such network (TRETA, the TPU's systolic array).
 
 What the engine cannot take away is listed per architecture in :data:`NOT_MODELED` (each such gap
 favours the baseline). The baselines' GEMMs are output-stationary: on this datapath a
@@ -58,9 +59,10 @@ from gen.search.baselines import baseline_path
 from gen.workload.network import phase_networks
 
 #: named contraction orders (``--path``): the CSSE's and the fixed ones of other works
-#: (:mod:`gen.search.baselines`; ``right`` absorbs the inputs in reverse storage order)
-PATHS = ("optimal", "btt", "ette", "left", "right")
-_PATH_FUNCS = {"btt": "btt", "ette": "ette", "left": "left_to_right", "right": "right_to_left"}
+#: (:mod:`gen.search.baselines`; ``right`` absorbs the inputs in reverse storage order; ``tetrix``:
+#: Tetrix's search, every node absorbed into the input in the best order)
+PATHS = ("optimal", "btt", "ette", "left", "right", "tetrix")
+_PATH_FUNCS = {"btt": "btt", "ette": "ette", "left": "left_to_right", "right": "right_to_left", "tetrix": "tetrix"}
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ class Capabilities:
     reuse: bool = True
     pieces: int | None = None
     path: str = "optimal"
-    family: str = "fetta"
+    dist_scale: float = 1.0
+    red_scale: float = 1.0
 
     def config(self, config: FettaConfig) -> FettaConfig:
         """The design this architecture runs on: ``config`` itself, or its MACs as one square array."""
@@ -111,21 +114,22 @@ def named_paths(spec, phase: str, name: str) -> dict[str, list[list[int]]] | Non
     return {net.label: baseline_path(_PATH_FUNCS[name], net) for ph in phases for net in phase_networks(spec, ph)}
 
 
-#: the architectures of FETTA's comparison (Table I, VI-B), each on the same engine (the names of
-#: :data:`gen.model.arch.ARCHS`)
+#: the architectures of FETTA's comparison (Table I, VI-B), each on the same engine
 ARCHS: dict[str, Capabilities] = {c.name: c for c in (
     Capabilities("fetta", "FETTA: every capability of the engine (sections IV, V)"),
     Capabilities("sigma", "SIGMA: flexible distribution and reduction (Benes: 2x switching energy, V-B4), "
                  "no transposition: reorders through DRAM (Table I, III-B3, VII-D2)",
-                 views=False, relayout="host", stationary=False, family="sigma"),
+                 views=False, relayout="host", stationary=False, dist_scale=2.0),
     Capabilities("treta", "TRETA: CE array, no flexible reduction (no cross-CE sums), no transposition: "
                  "reorders through DRAM (Table I, III-B3, VII-D3)",
-                 k_split=False, views=False, relayout="host", stationary=False, family="treta"),
+                 k_split=False, views=False, relayout="host", stationary=False, dist_scale=0.0, red_scale=0.0),
     Capabilities("tpu", "TPU: one 16x16 systolic array, fixed dataflow, explicit transposes on the array "
                  "(III-B2, VII-C)",
-                 array="square", views=False, relayout="onchip", stationary=False, family="tpu"),
+                 array="square", views=False, relayout="onchip", stationary=False, dist_scale=0.0,
+                 red_scale=0.0),
     Capabilities("tpu-offchip", "TPU-offchip: as tpu, but tensors are reordered through DRAM (VII-D1)",
-                 array="square", views=False, relayout="host", stationary=False, family="tpu-offchip"),
+                 array="square", views=False, relayout="host", stationary=False, dist_scale=0.0,
+                 red_scale=0.0),
 )}
 
 #: what the engine cannot take away from an architecture (each gap favours it)

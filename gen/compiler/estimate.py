@@ -25,7 +25,7 @@ from gen.compiler.capabilities import capabilities
 from gen.compiler.program import Program
 from gen.design.config import FettaConfig
 from gen.design.isa import Geometry, Opcode, gemm_macs, loads, out_rows, stationary, vector_rows
-from gen.model import ENERGY_PJ, ModelResult, get_arch
+from gen.model import ENERGY_PJ, ModelResult
 
 
 def program_accesses(prog: Program, config: FettaConfig) -> dict[str, int]:
@@ -76,8 +76,8 @@ def model_compiled(spec, phase: str, config: FettaConfig | None = None, paths=No
     with the capabilities of ``arch`` (:mod:`gen.compiler.capabilities`: an architecture or an
     ablation; its design is :meth:`Capabilities.config` of ``config``). ``paths`` (by network label)
     or ``path`` (a name of :data:`gen.compiler.capabilities.PATHS`) replace the capability's order.
-    Distribution / reduction network accesses are charged the ``dist_scale`` / ``red_scale`` of its
-    :attr:`Capabilities.family` (:func:`gen.model.get_arch`; SIGMA's Benes network: 2x)."""
+    Distribution / reduction network accesses are charged the capability set's ``dist_scale`` /
+    ``red_scale`` (SIGMA's Benes network: 2x; none on TRETA and the TPU)."""
     config = config or FettaConfig()
     caps = capabilities(arch)
     if path is not None:
@@ -86,8 +86,7 @@ def model_compiled(spec, phase: str, config: FettaConfig | None = None, paths=No
     prog = caps.compile(spec, phase, config, paths)
     t = prog.timeline(design)
     acc = program_accesses(prog, design)
-    family = get_arch(caps.family, config)
-    scale = {"dist": family.dist_scale, "red": family.red_scale}
+    scale = {"dist": caps.dist_scale, "red": caps.red_scale}
     energy = sum(acc[k] * ENERGY_PJ[k] * scale.get(k, 1.0) for k in acc) \
         + prog.dram_bytes * ENERGY_PJ["dram_byte"] + t.cycles * ENERGY_PJ["static"]
     res = ModelResult(cycles=t.cycles, macs=prog.macs, dram_bytes=t.dram_bytes, sram_accesses=acc["sram"],

@@ -1,10 +1,15 @@
-"""Analytical performance model: cycles, memory traffic and energy of contraction paths.
+"""Analytical estimate of FETTA: cycles, memory traffic and energy of contraction paths.
+
+This is the contraction search's stage-2 heuristic (:func:`gen.search.search` ranks candidate paths
+with it) and what ``fetta model --analytical`` prints; it is not a timing source. What
+``fetta model`` reports, for FETTA and for every baseline, is the compiled program of a capability
+set (:mod:`gen.compiler.capabilities`, :func:`gen.compiler.estimate.model_compiled`), timed by the
+rules the emulator and the RTL follow. There is no per-architecture formula here.
 
 It reads the same :class:`gen.design.config.FettaConfig` as the hardware (``num_ces`` x
 ``ce_rows`` x ``ce_cols`` PEs, ``banks`` x ``lanes`` elements per SRAM cycle,
-``unified_kb``, ``accum_kb``, ``dram_gbps``, ``freq_mhz``) and models the
-architectures of :mod:`gen.model.arch`. FETTA's own figures came from a ZigZag-based
-model (section VI-C); this is a smaller, documented model of the same kind:
+``unified_kb``, ``accum_kb``, ``dram_gbps``, ``freq_mhz``). FETTA's own figures came from a
+ZigZag-based model (section VI-C); this is a smaller, documented model of the same kind:
 
 Per pairwise contraction (:func:`map_step`, the entry point a compiler reuses)
     The step is viewed as a batched GEMM: modes in both operands and the result
@@ -14,7 +19,7 @@ Per pairwise contraction (:func:`map_step`, the entry point a compiler reuses)
     Every mapping is enumerated: a split ``(e_b, e_m, e_n, e_k)`` of the groups
     (CEs) over the four dimensions, a dataflow (``os``: ``m x n`` on the PE array,
     ``k`` in time; ``ws``: ``k x n`` stationary, ``m`` in time; ``is``: ``k x m``
-    stationary, ``n`` in time) and, where transposable, both orientations of the
+    stationary, ``n`` in time) and both orientations of the
     array (FETTA's six intra-CE mappings). For one mapping:
 
     * compute cycles ``= e_b' * ceil(rows'/R) * ceil(cols'/C) * max(t', R) + R + C + log2(E)``
@@ -24,15 +29,11 @@ Per pairwise contraction (:func:`map_step`, the entry point a compiler reuses)
     * unified-memory reads: the stationary operand once, a streamed operand once
       per pass over the other operand's free dimension not covered spatially
       (``|A| * ceil(n / cov_n)``, ``|B| * ceil(m / cov_m)``, ``cov_x = e_x`` times the
-      PE rows/cols it occupies); writes: the result once; without multicast,
-      every CE that shares an operand reads its own duplicated copy;
+      PE rows/cols it occupies; the distribution network multicasts); writes: the result once;
     * accumulation-unit read-modify-writes (``ws``/``is``): ``|out| * ceil(k / cov_k)``;
       reduction-network transfers: those times ``e_k`` (``os`` with ``e_k > 1``: ``|out| * e_k``);
     * SRAM-bound cycles: accesses / (``banks * lanes``) for both memories;
-    * layout: architectures without on-chip reordering pay for an operand whose
-      stored layout does not hold the fetched dimension innermost (see
-      :mod:`gen.model.arch`); the stored layout of an intermediate is the mode order
-      :func:`gen.workload.network.path_steps` gives it.
+    * layouts cost nothing (FETTA's transposable networks and XOR bank index).
 
     The mapping with the fewest cycles (then least energy) is chosen.
 
@@ -49,9 +50,9 @@ block's power in mW is its energy per cycle in pJ; divided by the accesses that
 block serves per cycle at full load it gives an energy per access. This assumes
 Table III was measured at full utilisation (the paper does not say at which
 load). DRAM energy is not in the text (the paper used Micron's calculator; its
-numbers were lost in the extraction): we assume 4 pJ/bit for LPDDR4. The same
-table serves every architecture (same technology, section VI-B), scaled for the
-networks each one has.
+numbers were lost in the extraction): we assume 4 pJ/bit for LPDDR4. The compiled
+baselines use the same table (same technology, section VI-B), with their network energies scaled
+(:class:`gen.compiler.capabilities.Capabilities`).
 
 Units: ``cycles`` of ``freq_mhz``; ``dram_bytes``; ``sram_accesses`` (element
 accesses of unified memory plus accumulation unit); ``energy_pj``; ``edp`` in
@@ -65,7 +66,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from gen.model.arch import ARCHS, Arch, get_arch
 from gen.design.config import FettaConfig
 from gen.workload.grouping import group_modes
 from gen.workload.network import Network, Step, path_steps
@@ -135,7 +135,6 @@ class StepMapping:
     name the dimensions on the PE array and in time, ``tile`` the per-CE extents.
     """
 
-    arch: str
     dataflow: str
     rows: str
     cols: str
@@ -151,8 +150,6 @@ class StepMapping:
     accum_updates: int
     dist_transfers: int
     red_transfers: int
-    reorder_dram_bytes: int
-    layout_stall: float
     energy_pj: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,25 +168,12 @@ def _splits4(E: int) -> tuple[tuple[int, int, int, int], ...]:
     return tuple(out)
 
 
-def _run(layout: Sequence[str], cls: Sequence[str], sizes: Mapping[str, int]) -> int:
-    """Contiguous elements of class ``cls`` at the innermost end of a stored layout."""
-    run = 1
-    for x in reversed(layout):
-        if sizes[x] == 1:
-            continue
-        if x not in cls:
-            break
-        run *= sizes[x]
-    return run
-
-
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def map_step(step: Step, sizes: Mapping[str, int], config: FettaConfig, arch: str | Arch = "fetta",
-             *, layouts: tuple[Sequence[str], Sequence[str]] | None = None) -> StepMapping:
-    """Best mapping (dataflow, CE split, orientation) of one pairwise contraction.
+def map_step(step: Step, sizes: Mapping[str, int], config: FettaConfig) -> StepMapping:
+    """Best mapping (dataflow, CE split, orientation) of one pairwise contraction on FETTA.
 
     Parameters
     ----------
@@ -199,106 +183,52 @@ def map_step(step: Step, sizes: Mapping[str, int], config: FettaConfig, arch: st
         Mode sizes (``Network.sizes``).
     config : FettaConfig
         The accelerator configuration.
-    arch : str or Arch
-        One of :data:`gen.model.arch.ARCHS`.
-    layouts : (lhs order, rhs order), optional
-        Stored mode orders of the operands (default: the step's mode orders);
-        only architectures without on-chip reordering look at them.
 
     Returns
     -------
     StepMapping
         The mapping with the fewest cycles (ties: least energy), with its cycles,
         SRAM / accumulator / network traffic and energy (DRAM traffic of spills is
-        added by :func:`model_network`; re-layout traffic of ``tpu-offchip`` and
-        ``treta`` is in ``reorder_dram_bytes``).
+        added by :func:`model_network`).
     """
-    a = get_arch(arch, config) if isinstance(arch, str) else arch
     g = gemm_of(step, sizes)
-    la, lb = layouts if layouts is not None else (step.lhs_modes, step.rhs_modes)
     dims = {"b": g.b, "m": g.m, "n": g.n, "k": g.k}
     bw = config.banks * config.lanes
-    bpc = config.dram_gbps * 1e3 / config.freq_mhz  # DRAM bytes per cycle
-    eb = (config.elem_bits + 7) // 8  # bytes per stored element (narrow ints occupy whole bytes)
-    E = a.ces
-    if a.flexible_shape:
-        shapes = []
-        r = 1
-        while r <= a.rows:
-            shapes.append((r, a.rows // r))
-            r *= 2
-        groups = [(1, 1, 1, 1)]
-    else:
-        shapes = [(a.rows, a.cols)]
-        groups = [s for s in _splits4(E) if a.k_split or s[3] == 1]
+    E, R, C = config.num_ces, config.ce_rows, config.ce_cols
     best: tuple | None = None
-    for df in a.dataflows:
-        orients = _DATAFLOWS[df] if a.transposable else _DATAFLOWS[df][:1]
+    for df, orients in _DATAFLOWS.items():
         for rd, cd, td in orients:
-            for R, C in shapes:
-                for split in groups:
-                    e = dict(zip("bmnk", split))
-                    ext = {x: _cdiv(dims[x], e[x]) for x in "bmnk"}
-                    if any(e[x] > dims[x] for x in "bmnk"):
-                        continue  # idle CEs along a dimension: a smaller split is never worse
-                    tiles = ext["b"] * _cdiv(ext[rd], R) * _cdiv(ext[cd], C)
-                    compute = tiles * max(ext[td], R) + R + C + int(math.log2(max(E, 1)))
-                    cov = {x: e[x] * (R if x == rd else C if x == cd else 1) for x in "bmnk"}
-                    reads_a = g.size_a if df == "is" else g.size_a * _cdiv(g.n, cov["n"])
-                    reads_b = g.size_b if df == "ws" else g.size_b * _cdiv(g.m, cov["m"])
-                    dup = 0
-                    if not a.multicast:
-                        dup = g.size_a * (e["n"] - 1) + g.size_b * (e["m"] - 1)
-                        reads_a *= e["n"]
-                        reads_b *= e["m"]
-                    writes = g.size_out + dup
-                    if df == "os":
-                        accum = 0
-                        red = g.size_out * e["k"] if e["k"] > 1 else 0
-                    else:
-                        accum = g.size_out * _cdiv(g.k, cov["k"])
-                        red = accum * e["k"]
-                    # layout of the operands the array fetches in parallel
-                    stall, reorder = 1.0, 0
-                    if a.layout != "free":
-                        for layout, own, size, streamed in (
-                                (la, ("m", "k"), g.size_a, df != "is"),
-                                (lb, ("k", "n"), g.size_b, df != "ws")):
-                            # a streamed operand feeds the array along the dimension it
-                            # has on the rows (else cols); a stationary one is loaded
-                            # row by row, along the dimension on the cols
-                            order = (cd, rd) if not streamed else (rd, cd)
-                            pd = next((x for x in order if x in own), None)
-                            if pd is None:
-                                continue
-                            need = min(dims[pd], cov[pd])
-                            run = _run(layout, g.modes[pd], sizes)
-                            if a.layout == "conflict":
-                                f = min(need, bw) / (config.banks * min(run, config.lanes))
-                            else:
-                                f = need / min(run, need)
-                            if f <= 1:
-                                continue
-                            if a.layout == "offchip":
-                                reorder += 2 * size * eb
-                            elif streamed:
-                                stall = max(stall, f)
-                    sram_cycles = (reads_a + reads_b + writes) / bw
-                    acc_cycles = accum / bw
-                    cycles = int(math.ceil(max(compute * stall, sram_cycles, acc_cycles) + reorder / bpc))
-                    energy = (g.macs * ENERGY_PJ["mac"]
-                              + (reads_a + reads_b + writes) * ENERGY_PJ["sram"]
-                              + accum * ENERGY_PJ["accum"]
-                              + (reads_a + reads_b) * ENERGY_PJ["dist"] * a.dist_scale
-                              + red * ENERGY_PJ["red"] * a.red_scale
-                              + reorder * ENERGY_PJ["dram_byte"]
-                              + cycles * ENERGY_PJ["static"])
-                    key = (cycles, energy)
-                    if best is None or key < best[0]:
-                        best = (key, StepMapping(
-                            a.name, df, rd, cd, td, e, ext, g.macs, compute, cycles,
-                            g.macs / (a.pes * cycles), reads_a + reads_b, writes, accum,
-                            reads_a + reads_b, red, reorder, stall, energy))
+            for split in _splits4(E):
+                e = dict(zip("bmnk", split))
+                ext = {x: _cdiv(dims[x], e[x]) for x in "bmnk"}
+                if any(e[x] > dims[x] for x in "bmnk"):
+                    continue  # idle CEs along a dimension: a smaller split is never worse
+                tiles = ext["b"] * _cdiv(ext[rd], R) * _cdiv(ext[cd], C)
+                compute = tiles * max(ext[td], R) + R + C + int(math.log2(max(E, 1)))
+                cov = {x: e[x] * (R if x == rd else C if x == cd else 1) for x in "bmnk"}
+                reads_a = g.size_a if df == "is" else g.size_a * _cdiv(g.n, cov["n"])
+                reads_b = g.size_b if df == "ws" else g.size_b * _cdiv(g.m, cov["m"])
+                writes = g.size_out
+                if df == "os":
+                    accum = 0
+                    red = g.size_out * e["k"] if e["k"] > 1 else 0
+                else:
+                    accum = g.size_out * _cdiv(g.k, cov["k"])
+                    red = accum * e["k"]
+                sram_cycles = (reads_a + reads_b + writes) / bw
+                cycles = int(math.ceil(max(compute, sram_cycles, accum / bw)))
+                energy = (g.macs * ENERGY_PJ["mac"]
+                          + (reads_a + reads_b + writes) * ENERGY_PJ["sram"]
+                          + accum * ENERGY_PJ["accum"]
+                          + (reads_a + reads_b) * ENERGY_PJ["dist"]
+                          + red * ENERGY_PJ["red"]
+                          + cycles * ENERGY_PJ["static"])
+                key = (cycles, energy)
+                if best is None or key < best[0]:
+                    best = (key, StepMapping(
+                        df, rd, cd, td, e, ext, g.macs, compute, cycles,
+                        g.macs / (config.macs * cycles), reads_a + reads_b, writes, accum,
+                        reads_a + reads_b, red, energy))
     assert best is not None
     return best[1]
 
@@ -349,21 +279,19 @@ class ModelResult:
     _pes: int = 0
 
 
-def model_network(net: Network, path: Sequence[Sequence[int]], config: FettaConfig,
-                  arch: str = "fetta") -> ModelResult:
-    """Cycles, traffic and energy of contracting ``net`` along ``path`` on ``arch``."""
-    a = get_arch(arch, config)
+def model_network(net: Network, path: Sequence[Sequence[int]], config: FettaConfig) -> ModelResult:
+    """Cycles, traffic and energy of contracting ``net`` along ``path`` (the analytical estimate)."""
     eb = (config.elem_bits + 7) // 8  # bytes per stored element (narrow ints occupy whole bytes)
     half = config.unified_kb * 1024 // eb // 2   # elements of one ping-pong half
     capacity = 2 * half
     bpc = config.dram_gbps * 1e3 / config.freq_mhz
     steps = path_steps(net, path)
     n = len(net.inputs)
-    res = ModelResult(freq_mhz=config.freq_mhz, _pes=a.pes)
+    res = ModelResult(freq_mhz=config.freq_mhz, _pes=config.macs)
     for s_i, st in enumerate(steps):
-        mp = map_step(st, net.sizes, config, a)
+        mp = map_step(st, net.sizes, config)
         g = gemm_of(st, net.sizes)
-        dram = mp.reorder_dram_bytes
+        dram = 0
         for operand, size in ((st.lhs, g.size_a), (st.rhs, g.size_b)):
             if operand < n or size > half:   # layer input, or a spilled intermediate read back
                 dram += size * eb
@@ -374,7 +302,7 @@ def model_network(net: Network, path: Sequence[Sequence[int]], config: FettaConf
             small, big = sorted((g.size_a, g.size_b))
             dram += small * (_cdiv(big, half) - 1) * eb
         cycles = max(mp.cycles, int(math.ceil(dram / bpc)))
-        energy = mp.energy_pj + (dram - mp.reorder_dram_bytes) * ENERGY_PJ["dram_byte"] \
+        energy = mp.energy_pj + dram * ENERGY_PJ["dram_byte"] \
             + (cycles - mp.cycles) * ENERGY_PJ["static"]
         res.cycles += cycles
         res.macs += mp.macs
@@ -398,4 +326,4 @@ def add_vector_update(total: ModelResult, spec, config: FettaConfig) -> None:
 
 
 __all__ = ["ENERGY_PJ", "Gemm", "StepMapping", "ModelResult", "gemm_of", "map_step", "model_network",
-           "ARCHS", "add_vector_update"]
+           "add_vector_update"]

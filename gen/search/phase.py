@@ -11,7 +11,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from gen.design.config import FettaConfig
-from gen.model import ModelResult, add_vector_update, get_arch, model_network
+from gen.model import ModelResult, add_vector_update, model_network
 from gen.progress import progress
 from gen.search.baselines import baselines_for
 from gen.search.csse import METRICS, SearchError, best_path, search_network
@@ -29,7 +29,7 @@ def _rank_value(metric: str, result) -> float:
     return result.edp
 
 
-def search(spec, phase: str, *, metric: str = "flops", top_k: int = 8, config=None, arch: str = "fetta",
+def search(spec, phase: str, *, metric: str = "flops", top_k: int = 8, config=None,
            show_progress: bool = False) -> dict[str, Any]:
     """Search every network of ``phase`` of a layer: stage 1 (MACs), then stage 2 (``metric``).
 
@@ -54,7 +54,7 @@ def search(spec, phase: str, *, metric: str = "flops", top_k: int = 8, config=No
             if metric != "flops":
                 scored = []
                 for c in cands:
-                    r = model_network(net, c.as_list(), config, arch)
+                    r = model_network(net, c.as_list(), config)
                     scored.append((_rank_value(metric, r), c.macs, c, r))
                 scored.sort(key=lambda x: (x[0], x[1]))
                 chosen = scored[0][2]
@@ -79,7 +79,7 @@ def search(spec, phase: str, *, metric: str = "flops", top_k: int = 8, config=No
     return out
 
 
-def model_phase(spec, phase: str, config: FettaConfig | None = None, arch: str = "fetta",
+def model_phase(spec, phase: str, config: FettaConfig | None = None,
                 paths: Mapping[str, Sequence[Sequence[int]]] | None = None) -> ModelResult:
     """Model every network of ``phase`` (``train`` adds the SGD update on the vector unit).
 
@@ -87,11 +87,10 @@ def model_phase(spec, phase: str, config: FettaConfig | None = None, arch: str =
     stage-1 MAC-optimal path.
     """
     config = config or FettaConfig()
-    a = get_arch(arch, config)
-    total = ModelResult(freq_mhz=config.freq_mhz, _pes=a.pes)
+    total = ModelResult(freq_mhz=config.freq_mhz, _pes=config.macs)
     for net in phase_networks(spec, phase):
         path = (paths or {}).get(net.label) or best_path(net)
-        total.add(model_network(net, path, config, arch))
+        total.add(model_network(net, path, config))
     if phase == "train":
         add_vector_update(total, spec, config)
     return total
