@@ -51,6 +51,8 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from gen.design.isa import ADDR_BITS
+from gen.errors import ConfigError
 from hdl.axi import BOUNDARY, BURST_INCR, MAX_BURST, RESP_OKAY, axi4_signature
 
 __all__ = ["AxiDma", "dma_from_config", "W_FIFO_DEPTH"]
@@ -184,7 +186,10 @@ class AxiDma(wiring.Component):
 def dma_from_config(config) -> AxiDma:
     """The DMA engine of ``config``: ``dma_data_bits``-wide AXI4, ``dma_burst`` beats per burst,
     ``dma_outstanding`` bursts in flight, rows of the unified memory (``lanes`` elements)."""
-    from gen.design.isa import ADDR_BITS
-
+    row = config.lanes * config.elem_bits
+    beat = config.dma_data_bits
+    if beat % row or (beat // row) & (beat // row - 1):
+        raise ConfigError(f"must be a power-of-two multiple of a unified-memory row ({row} bits) for the DMA "
+                          f"engine, got {beat}", field="dma_data_bits")
     return AxiDma(data_bits=config.dma_data_bits, row_bits=config.lanes * config.elem_bits,
                   row_addr_bits=ADDR_BITS, burst=config.dma_burst, outstanding=config.dma_outstanding)

@@ -10,7 +10,9 @@ import json
 import random
 from pathlib import Path
 
+import hdl
 from gen.design.config import FettaConfig
+from sim import runner
 
 __all__ = ["expected_effect", "run_dma_rtl"]
 
@@ -33,9 +35,6 @@ def run_dma_rtl(cfg: FettaConfig, descs, sim: str, workdir: Path, *, pause: bool
     """``descs`` on the emitted Verilog of ``fetta_dma`` with cocotbext-axi's AxiRam
     (sim/benches/dma_bench.py); returns (cycles per descriptor, unified memory, DRAM, expected
     unified memory, expected DRAM)."""
-    import hdl
-    from sim import runner
-
     rpb = cfg.dma_data_bits // (cfg.lanes * cfg.elem_bits)
     rng = random.Random(seed + 1)
     um = {r: rng.getrandbits(cfg.dma_data_bits) for r in range(0, 1 << 10, rpb)}

@@ -33,9 +33,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gen.compiler.capabilities import capabilities
+from gen.compiler.estimate import model_compiled
 from gen.design.config import FettaConfig
 from gen.design.isa import Geometry, os_gemm_cycles, stationary_gemm_cycles
 from gen.errors import FettaError
+from gen.workload.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "sim" / "harness" / "scalesim_gemm.py"
@@ -61,8 +64,10 @@ def scalesim_cycles(gemms, rows: int = 16, cols: int = 16) -> tuple[str, list[di
     """SCALE-Sim's version and its results for ``gemms`` (``(M, N, K, dataflow)`` each) on a
     ``rows x cols`` array (``sim/harness/scalesim_gemm.py`` says what each result holds)."""
     job = {"rows": rows, "cols": cols, "gemms": [list(g) for g in gemms]}
+    # SCALE-Sim's own deprecation warnings (numpy) are not ours to turn into errors
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     proc = subprocess.run([str(scalesim_python()), str(HARNESS)], input=json.dumps(job), capture_output=True,
-                          text=True, check=False)
+                          text=True, check=False, env=env)
     if proc.returncode != 0:
         raise ScaleSimError(f"SCALE-Sim failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
     out = json.loads(proc.stdout)
@@ -90,9 +95,6 @@ def rule_cycles(M: int, N: int, K: int, dataflow: str, geo: Geometry) -> int:
 def tpu_model_cycles(M: int, N: int, K: int, config: FettaConfig) -> int:
     """Compute cycles of ``fetta model --arch tpu`` for the GEMM as a dense layer's fp
     (``X[M, K] @ W[K, N]``)."""
-    from gen.compiler.estimate import model_compiled
-    from gen.workload.spec import parse_spec
-
     spec = parse_spec({"name": f"gemm{M}x{N}x{K}", "format": "dense", "in_modes": [K],
                                 "out_modes": [N], "batch": M})
     return int(model_compiled(spec, "fp", config, arch="tpu").compute_cycles)
@@ -126,8 +128,6 @@ def compare(shapes=SHAPES, dataflows=DATAFLOWS, config: FettaConfig | None = Non
             progress=None) -> tuple[str, list[Row]]:
     """SCALE-Sim against the engine for every shape and dataflow (OS also against the compiled TPU
     model); returns SCALE-Sim's version and the rows."""
-    from gen.compiler.capabilities import capabilities
-
     base = config or FettaConfig()
     tpu = capabilities("tpu").config(base)
     geo = Geometry.of(tpu)

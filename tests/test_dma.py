@@ -209,7 +209,10 @@ def test_config_fields():
     dut = dma_from_config(cfg)
     dut._MustUse__silence = True          # constructed to read its parameters, not elaborated
     assert (dut.data_bits, dut.rows_per_beat, dut.burst, dut.outstanding) == (256, 4, 16, 4)
-    for field, value in (("dma_data_bits", 96), ("dma_data_bits", 32), ("dma_data_bits", 2048),
+    with pytest.raises(ConfigError) as exc:          # narrower than a 64-bit unified-memory row
+        dma_from_config(FettaConfig(dma_data_bits=32))
+    assert exc.value.field == "dma_data_bits"
+    for field, value in (("dma_data_bits", 96), ("dma_data_bits", 4), ("dma_data_bits", 2048),
                          ("dma_burst", 0), ("dma_burst", 257), ("dma_outstanding", 17)):
         with pytest.raises(ConfigError) as exc:
             FettaConfig(**{field: value})

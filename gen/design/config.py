@@ -99,9 +99,9 @@ class FettaConfig:
     freq_mhz: float = 1000.0
     #: off-chip DRAM bandwidth in GB/s (LPDDR4)
     dram_gbps: float = 25.6
-    #: data width of the DMA engine's AXI4 manager in bits (:class:`hdl.dma.AxiDma`): a power-of-two
-    #: multiple of a unified-memory row (``lanes * elem_bits``), at most 1024; 256 bits at 1 GHz is
-    #: 32 GB/s, above ``dram_gbps``
+    #: data width of the DMA engine's AXI4 manager in bits (:class:`hdl.dma.AxiDma`): a power of two
+    #: from 8 to 1024; the engine needs a power-of-two multiple of a unified-memory row
+    #: (``lanes * elem_bits``); 256 bits at 1 GHz is 32 GB/s, above ``dram_gbps``
     dma_data_bits: int = 256
     #: longest AXI4 burst of the DMA engine in beats (1 .. 256)
     dma_burst: int = 16
@@ -182,12 +182,9 @@ class FettaConfig:
                 field="unified_kb")
         if self.accum_rows_per_bank < 1:
             raise ConfigError(f"{self.accum_kb} KiB gives no row per bank", field="accum_kb")
-        row = self.lanes * self.elem_bits
         d = self.dma_data_bits
-        if (not isinstance(d, int) or isinstance(d, bool) or d > 1024 or d < row or d % row
-                or not _is_pow2(d // row) or not _is_pow2(d) or d < 8):
-            raise ConfigError(f"must be a power of two, a power-of-two multiple of a unified-memory row "
-                              f"({row} bits) and at most 1024, got {d!r}", field="dma_data_bits")
+        if not isinstance(d, int) or isinstance(d, bool) or not 8 <= d <= 1024 or not _is_pow2(d):
+            raise ConfigError(f"must be a power of two from 8 to 1024, got {d!r}", field="dma_data_bits")
         for name, top in (("dma_burst", 256), ("dma_outstanding", 16)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
