@@ -108,6 +108,12 @@ class FettaConfig:
     #: AXI4 bursts the DMA engine keeps in flight per direction (1 .. 16)
     dma_outstanding: int = 4
 
+    # --- zero skipping (TensorDash, seed 001; the scheduler block, not yet in the datapath) ----
+    #: rows of the zero-skipping staging buffer (2 .. 8; seed 001's preferred point: 4)
+    zs_depth: int = 4
+    #: lookahead steps of the zero-skipping scheduler (1 .. zs_depth - 1; seed 001: 3)
+    zs_lookahead: int = 3
+
     # -----------------------------------------------------------------------
     def __post_init__(self) -> None:
         self.validate()
@@ -185,6 +191,10 @@ class FettaConfig:
         d = self.dma_data_bits
         if not isinstance(d, int) or isinstance(d, bool) or not 8 <= d <= 1024 or not _is_pow2(d):
             raise ConfigError(f"must be a power of two from 8 to 1024, got {d!r}", field="dma_data_bits")
+        for name, low, top in (("zs_depth", 2, 8), ("zs_lookahead", 1, self.zs_depth - 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
+                raise ConfigError(f"must be an integer between {low} and {top}, got {value!r}", field=name)
         for name, top in (("dma_burst", 256), ("dma_outstanding", 16)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
