@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+import time
 from pathlib import Path
+from typing import Any, Callable
 
 
 def write_section(doc: Path, begin: str, end: str, table: str, title: str) -> None:
@@ -24,3 +27,20 @@ def publish(table: str, no_docs: bool, doc: Path, begin: str, end: str, title: s
     if not no_docs:
         write_section(doc, begin, end, table, title)
     return 0
+
+
+def measure_and_publish(argv: list[str], name: str, doc_string: str, total: int,
+                        measure: Callable[[Callable[[int], None]], Any], render: Callable[[Any, float], str],
+                        doc: Path, begin: str, end: str, title: str) -> int:
+    """The ``main`` of a benchmark that measures once and writes one table: ``--no-docs`` only
+    prints it; ``measure(advance)`` runs with a progress bar of ``total`` steps, ``render(result,
+    seconds)`` makes the table (:func:`publish`)."""
+    from gen.progress import progress
+
+    p = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=doc_string.split("\n")[0])
+    p.add_argument("--no-docs", action="store_true", help="print the table only")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    with progress(total, name, True) as advance:
+        result = measure(advance)
+    return publish(render(result, time.perf_counter() - t0), args.no_docs, doc, begin, end, title)

@@ -14,11 +14,9 @@ markers.
 
 from __future__ import annotations
 
-import argparse
-import time
 from pathlib import Path
 
-from benchmarks._docs import publish
+from benchmarks._docs import measure_and_publish
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "comparison.md"
 BEGIN, END = "<!-- paper:begin -->", "<!-- paper:end -->"
@@ -74,12 +72,5 @@ def table(rows, seconds: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks paper", description=__doc__.split("\n")[0])
-    p.add_argument("--no-docs", action="store_true", help="print the table only")
-    args = p.parse_args(argv)
-    from gen.progress import progress
-
-    t0 = time.perf_counter()
-    with progress(sum(len(w[-1]) for w in WORKS), "paper", True) as advance:
-        rows = measure(advance)
-    return publish(table(rows, time.perf_counter() - t0), args.no_docs, DOC, BEGIN, END, "Comparison")
+    return measure_and_publish(argv, "paper", __doc__, sum(len(w[-1]) for w in WORKS), measure, table,
+                               DOC, BEGIN, END, "Comparison")

@@ -14,12 +14,10 @@ it. The table goes into ``docs/comparison.md`` between the ``scalesim`` markers;
 
 from __future__ import annotations
 
-import argparse
 import platform
-import time
 from pathlib import Path
 
-from benchmarks._docs import publish
+from benchmarks._docs import measure_and_publish
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "comparison.md"
 BEGIN, END = "<!-- scalesim:begin -->", "<!-- scalesim:end -->"
@@ -43,14 +41,8 @@ def table(version: str, rows, seconds: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks scalesim", description=__doc__.split("\n")[0])
-    p.add_argument("--no-docs", action="store_true", help="print the table only")
-    args = p.parse_args(argv)
-    from gen.progress import progress
     from sim.scalesim_ref import DATAFLOWS, SHAPES, compare
 
-    t0 = time.perf_counter()
-    with progress(len(SHAPES) * len(DATAFLOWS), "scalesim", True) as advance:
-        version, rows = compare(progress=advance)
-    return publish(table(version, rows, time.perf_counter() - t0), args.no_docs, DOC, BEGIN, END,
-                   "Comparison")
+    return measure_and_publish(argv, "scalesim", __doc__, len(SHAPES) * len(DATAFLOWS),
+                               lambda advance: compare(progress=advance),
+                               lambda res, seconds: table(*res, seconds), DOC, BEGIN, END, "Comparison")
