@@ -8,13 +8,13 @@ writes or reads them in one cycle). A descriptor is cut into incrementing AXI4 b
 a subordinate of latency below ``outstanding * burst`` cycles is read or written at one beat per
 cycle.
 
-* **load** (DRAM -> unified memory): AR bursts as long as bursts are free; every R beat is written
-  to the unified memory one cycle later (``um_we``; ``rready`` is always high: the memory takes a
-  beat every cycle).
+* **load** (DRAM -> unified memory): AR bursts while fewer than ``outstanding`` are in flight;
+  every R beat is written to the unified memory one cycle later (``um_we``; ``rready`` is always
+  high: the memory takes a beat every cycle).
 * **store** (unified memory -> DRAM): AW bursts as for loads; the rows are read ahead
   (``um_re``, data ``um_rdata`` one cycle later) into a 4-beat FIFO that feeds W, so W carries a
   beat every cycle the subordinate takes one; the burst lengths go from AW to W through a FIFO of
-  ``outstanding`` entries at the AW handshake (no W beat precedes its burst's AW, which some
+  ``max(2, outstanding)`` entries at the AW handshake (no W beat precedes its burst's AW, which some
   interconnects require); the descriptor ends with the last B response.
 
 Ports
