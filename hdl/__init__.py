@@ -20,6 +20,7 @@ TOPS: dict[str, str] = {
     "vector_unit": "hdl.vector:vector_unit",
     "dma": "hdl.dma:dma_from_config",
     "zs_sched": "hdl.zs_sched:zs_sched_from_config",
+    "zs_unit": "hdl.zs_unit:zs_unit_from_config",
     # synthesis-only (Table III): the accelerator minus the blocks above, and the accumulation unit
     "controller": "hdl.others:controller",
     "accum_unit": "hdl.others:accum_unit",
