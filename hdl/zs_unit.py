@@ -81,13 +81,8 @@ class ZeroSkipUnit(wiring.Component):
         m.d.comb += [adv.eq(Mux(self.win_valid[0], sched.advance, 0)), self.advance.eq(adv)]
         # taken now or before; the rows kept move to the front, a new row starts with nothing taken
         now = Signal(D * L, name="taken_now")
-        nxt = Signal(D * L, name="taken_next")
         m.d.comb += now.eq(taken | (eff & ~sched.left))
-        with m.Switch(adv):
-            for n in range(D + 1):
-                with m.Case(n):
-                    m.d.comb += nxt.eq(now >> (n * L))
-        m.d.sync += taken.eq(nxt)
+        m.d.sync += taken.eq(now >> (adv * L))
         return m
 
 

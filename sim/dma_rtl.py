@@ -42,7 +42,7 @@ def run_dma_rtl(cfg: FettaConfig, descs, sim: str, workdir: Path, *, pause: bool
     case.write_text(json.dumps({"seed": seed, "pause": pause, "dram_bytes": dram_bytes,
                                 "um": {str(k): str(v) for k, v in um.items()},
                                 "descs": [list(d) for d in descs]}))
-    build = runner.build(hdl.to_verilog("dma", cfg), hdl.module_name("dma"), sim)
+    build = runner.build(runner.elaborate("dma", cfg), hdl.module_name("dma"), sim)
     out = json.loads((runner.run(build, "sim.benches.dma_bench", env={"FETTA_DMA_CASE": str(case)})
                       / "dma_out.json").read_text())
     dram = bytearray(random.Random(seed).randbytes(dram_bytes))

@@ -29,7 +29,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,10 +146,3 @@ def compare(shapes=SHAPES, dataflows=DATAFLOWS, config: FettaConfig | None = Non
 
 __all__ = ["SHAPES", "DATAFLOWS", "ScaleSimError", "Row", "scalesim_python", "scalesim_cycles", "folds",
            "fold_overhead", "rule_cycles", "tpu_model_cycles", "compare"]
-
-if __name__ == "__main__":   # quick look: python -m sim.scalesim_ref
-    v, rs = compare()
-    print(f"scalesim {v}")
-    for r in rs:
-        print(r, f"raw {r.raw_ratio:.3f}")
-    sys.exit(0)

@@ -159,10 +159,13 @@ class FettaConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"must be a positive number, got {value!r}", field=name)
-        for name, top in (("mul_latency", MAX_MUL_LATENCY), ("add_latency", MAX_ADD_LATENCY)):
+        zs_top = self.zs_depth - 1 if isinstance(self.zs_depth, int) else 1   # zs_depth is checked first
+        for name, low, top in (("mul_latency", 1, MAX_MUL_LATENCY), ("add_latency", 1, MAX_ADD_LATENCY),
+                               ("dma_burst", 1, 256), ("dma_outstanding", 1, 16), ("zs_depth", 2, 8),
+                               ("zs_lookahead", 1, max(1, zs_top))):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
-                raise ConfigError(f"must be an integer between 1 and {top}, got {value!r}", field=name)
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
+                raise ConfigError(f"must be an integer between {low} and {top}, got {value!r}", field=name)
         if not 2 <= self.int_width <= 32:
             raise ConfigError(f"must be between 2 and 32, got {self.int_width}", field="int_width")
         if self.int_acc_width < 2 * self.int_width:
@@ -191,14 +194,6 @@ class FettaConfig:
         d = self.dma_data_bits
         if not isinstance(d, int) or isinstance(d, bool) or not 8 <= d <= 1024 or not _is_pow2(d):
             raise ConfigError(f"must be a power of two from 8 to 1024, got {d!r}", field="dma_data_bits")
-        for name, low, top in (("zs_depth", 2, 8), ("zs_lookahead", 1, self.zs_depth - 1)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
-                raise ConfigError(f"must be an integer between {low} and {top}, got {value!r}", field=name)
-        for name, top in (("dma_burst", 256), ("dma_outstanding", 16)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
-                raise ConfigError(f"must be an integer between 1 and {top}, got {value!r}", field=name)
 
     # construction ------------------------------------------------------------
     def replace(self, **changes: Any) -> "FettaConfig":
