@@ -19,7 +19,7 @@ from gen import __version__
 from gen.errors import FettaError, UsageError
 
 #: sub-command -> module in gen.cli (in the order `fetta --help` lists them)
-COMMANDS = ("verilog", "golden", "search", "run", "model", "hooi", "synth", "sweep", "lint", "demo")
+COMMANDS = ("verilog", "golden", "search", "run", "model", "train", "hooi", "synth", "sweep", "lint", "demo")
 
 
 def _load(name: str):

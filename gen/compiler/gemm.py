@@ -65,6 +65,8 @@ class Pass:
     y_base: int
     y_pitch: int
     NB: int
+    #: elements per row (``config.lanes``): the rows of a block of ``lanes`` result rows
+    lanes: int = 4
 
     @property
     def words(self) -> list[int]:
@@ -200,14 +202,15 @@ def plan_gemm(config: FettaConfig, A: np.ndarray, B: np.ndarray, *, grid=None) -
             rows = Bblk.reshape(gk, Kc, NB // gn, gn, L).transpose(2, 1, 3, 0, 4).reshape(-1, L)
             writes.append((lay["b0"], rows))
             plan.passes.append(Pass(half=half, m0=m0, n0=n0, Mc=Mc, Nc=Nc, writes=writes,
-                                    program=[ins, halt()], y_base=lay["y0"], y_pitch=P, NB=NB))
+                                    program=[ins, halt()], y_base=lay["y0"], y_pitch=P, NB=NB, lanes=L))
             half ^= 1
     return plan
 
 
 def read_y_rows(p: Pass) -> list[tuple[int, int]]:
     """(first row, count) ranges of the pass's result in its half."""
-    return [(p.y_base + mb * p.y_pitch, 4 * p.NB) for mb in range(p.Mc // 4)]
+    L = p.lanes
+    return [(p.y_base + mb * p.y_pitch, L * p.NB) for mb in range(p.Mc // L)]
 
 
 def assemble_y(plan: GemmPlan, results: list[list[np.ndarray]]) -> np.ndarray:
@@ -217,8 +220,9 @@ def assemble_y(plan: GemmPlan, results: list[list[np.ndarray]]) -> np.ndarray:
     Y = np.zeros((Mp, Np), results[0][0].dtype)
     for p, chunks in zip(plan.passes, results):
         for mb, rows in enumerate(chunks):
-            blk = rows.reshape(4, p.NB * 4)       # rows i * NB + nb -> [i, 4nb + lane]
-            Y[p.m0 + 4 * mb:p.m0 + 4 * mb + 4, p.n0:p.n0 + p.Nc] = blk
+            L = p.lanes
+            blk = rows.reshape(L, p.NB * L)       # rows i * NB + nb -> [i, L nb + lane]
+            Y[p.m0 + L * mb:p.m0 + L * mb + L, p.n0:p.n0 + p.Nc] = blk
     return Y[:plan.M, :plan.N]
 
 

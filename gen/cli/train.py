@@ -1,0 +1,53 @@
+"""``fetta train``: whole SGD steps of a tensorized transformer (seed 003) on the simulated accelerator.
+
+Every contraction of the step (the ``ttm`` embedding, the ``tt`` layers' FP / BP / WG, the attention
+products, the classifier) runs on the accelerator; softmax, layer norm, GELU, the loss and the SGD update
+run on the host (:mod:`gen.toolflow.train` says why and how they are counted). See ``docs/training.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from gen.cli.common import (add_config_arguments, add_json_argument, add_seed_argument, config_from_args, positive_int,
+                            print_json)
+from gen.errors import ConfigError
+from gen.progress import progress
+from gen.toolflow.run import SIMS
+from gen.toolflow.train import run_training
+from gen.workload.transformer import load_model
+
+HELP = "whole training steps of a tensorized transformer (seed 003) on the simulated accelerator"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, metavar="M.json",
+                   help="model file (examples/atis_transformer.json, examples/atis_transformer_tiny.json)")
+    p.add_argument("--steps", type=positive_int, default=1, metavar="N", help="SGD steps, batch 1 (default 1)")
+    add_seed_argument(p)
+    p.add_argument("--sim", default="emulator", choices=SIMS,
+                   help="execution engine (default emulator; icarus / verilator replay every run on the RTL)")
+    add_config_arguments(p)
+    add_json_argument(p)
+
+
+def main(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    if config.datatype != "bf16":
+        raise ConfigError("fetta train runs in bf16; int16 is for dataflow bring-up", field="datatype")
+    model = load_model(args.model)
+    t0 = time.perf_counter()
+    with progress(args.steps, f"{model.name} on {args.sim}", enabled=not args.json) as bar:
+        r = run_training(model, config, args.steps, seed=args.seed, sim=args.sim, advance=bar)
+    seconds = time.perf_counter() - t0
+    result = {"model": args.model, "name": model.name, "sim": args.sim, "seed": args.seed, **r.summary(),
+              "seconds": round(seconds, 3)}
+    if args.json:
+        print_json(result)
+    else:
+        losses = result["losses"]
+        print(f"{model.name} on {args.sim}: {args.steps} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
+              f"{result['cycles']} cycles ({result['cycles'] // args.steps} per step), utilization "
+              f"{result['utilization']:.1%}, {result['dram_bytes']} DRAM bytes ({seconds:.1f} s)")
+    return 0

@@ -1,0 +1,280 @@
+"""``fetta train``: whole training steps of a tensorized transformer (seed 003) on the accelerator.
+
+One step of one sample (batch 1, ``seq`` tokens) runs every contraction on the accelerator:
+
+* the token embedding's lookup and its core gradients as the contractions of
+  :func:`gen.workload.transformer.embedding_networks` (per-digit one-hot factors, seed 003 eq. 13-14),
+  compiled by :func:`gen.compiler.phases.compile_networks`; every ``tt`` layer of every encoder (FP, BP,
+  WG) compiled by :func:`gen.compiler.compile_layer`; each program compiled once per run and executed
+  by :func:`gen.toolflow.execute.execute` (replayed on the RTL for ``icarus`` / ``verilator``);
+* the attention products (``Q K^T`` and ``P V`` per head, forward, and the four backward products) and
+  the classifier's three GEMMs as dense GEMMs tiled by :mod:`gen.compiler.gemm`.
+
+Operands enter the accelerator in bfloat16 (the unified memory's format) and results come back in
+bfloat16. Softmax, layer norm, GELU, the residual sums and the loss run on the host in float32
+(:mod:`gen.toolflow.nonlinear`: the vector unit lacks exp / rsqrt / reductions), and so does the
+SGD update, with the vector unit's ``AXPY`` arithmetic bit for bit (``master + bf16(-lr) * grad`` in
+FP32 master weights, :func:`sim.bf16.f32_add` of :func:`sim.bf16.bf16_mul`): the host elements are
+counted (``host_elements``), not timed. Cycles are the sum of the runs' end-to-end cycles
+(compute plus DRAM stalls, :mod:`gen.design.timing`); nothing overlaps between runs.
+
+The data are synthetic (:func:`synthetic_data`): ``samples`` token sequences drawn from the seed, token
+0 is the ``[CLS]`` token (index 0) and the intent label is ``token[1] mod classes`` (the word after it
+names the intent), so the task is learnable; steps cycle through the set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from gen.compiler import compile_layer
+from gen.compiler.phases import compile_networks
+from gen.compiler.gemm import plan_gemm
+from gen.design.config import FettaConfig
+from gen.toolflow import nonlinear as nl
+from gen.toolflow.execute import ExecutionError, execute, rtl_check, run_gemm
+from gen.workload.transformer import LINEARS, TransformerSpec, embedding_networks, token_factors
+from sim.bf16 import bf16_mul, f32_add, f32_to_bf16, round_to_bf16_f32
+from sim.golden import random_inputs
+
+__all__ = ["Accelerator", "StepCost", "synthetic_data", "init_params", "forward_backward", "sgd_update",
+           "TrainRun", "run_training", "KINDS"]
+
+#: the step's work by kind (the benchmark's breakdown)
+KINDS = ("embedding", "linear", "attention", "classifier")
+
+
+def synthetic_data(model: TransformerSpec, seed: int) -> list[tuple[np.ndarray, int]]:
+    """``model.samples`` pairs ``(tokens[seq], label)`` (module docstring)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(model.samples):
+        tokens = rng.integers(1, model.vocab, size=model.seq)
+        tokens[0] = 0
+        out.append((tokens, int(tokens[1] % model.classes)))
+    return out
+
+
+def init_params(model: TransformerSpec, seed: int) -> dict[str, np.ndarray]:
+    """Initial parameters (float32, bfloat16-exact): the cores as :func:`sim.golden.random_inputs` draws
+    them (``W`` with entries of variance ~ ``1/I``), the position table with standard deviation 0.1,
+    the classifier with ``1/sqrt(d_model)``."""
+    rng = np.random.default_rng(seed + 1)
+    params: dict[str, np.ndarray] = {}
+
+    def cores(prefix: str, spec, s: int) -> None:
+        drawn = random_inputs(spec, s)
+        for k in range(len(spec.core_shapes())):
+            params[f"{prefix}.core_{k}"] = drawn[f"core_{k}"]
+    cores("emb", model.embedding, seed * 1000 + 1)
+    params["pos"] = round_to_bf16_f32(0.1 * rng.standard_normal((model.seq, model.d_model)))
+    for e in range(model.encoders):
+        for i, kind in enumerate(LINEARS):
+            cores(f"enc{e}.{kind}", model.layer(kind), seed * 1000 + 10 + 10 * e + i)
+    params["cls"] = round_to_bf16_f32(rng.standard_normal((model.d_model, model.classes)) / math.sqrt(model.d_model))
+    return params
+
+
+@dataclass
+class StepCost:
+    """What the accelerator did: per kind (:data:`KINDS`) ``cycles``, ``compute_cycles``,
+    ``dram_stall_cycles``, ``dram_bytes``, ``macs`` (useful), ``tcu_macs``, ``runs``."""
+
+    by_kind: dict[str, Counter] = field(default_factory=lambda: {k: Counter() for k in KINDS})
+    host_elements: int = 0
+
+    def add(self, kind: str, **values: int) -> None:
+        self.by_kind[kind].update(values)
+
+    def total(self, key: str) -> int:
+        return sum(c[key] for c in self.by_kind.values())
+
+
+class Accelerator:
+    """The accelerator as the training step uses it: compiled layers (cached per spec and phase) and
+    dense GEMMs, on the emulator, with every run replayed on the RTL when ``sim`` is ``icarus`` or
+    ``verilator`` (:func:`gen.toolflow.execute.rtl_check` raises on any difference)."""
+
+    def __init__(self, config: FettaConfig, sim: str = "emulator"):
+        self.config = config
+        self.sim = sim
+        self.cost = StepCost()
+        self._programs: dict[tuple, object] = {}
+
+    def layer(self, kind: str, spec, phase: str, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Results (float32, bfloat16 values) of ``phase`` of the compiled ``spec`` on ``operands``
+        (``X``, ``dY``, ``core_k``: rounded to bfloat16 here)."""
+        key = (replace(spec, name="layer"), phase)      # the program does not depend on the name
+        if key not in self._programs:
+            self._programs[key] = compile_layer(spec, phase, self.config)
+        return self._execute(kind, self._programs[key], operands)
+
+    def embedding(self, spec, phase: str, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The embedding's ``fp`` (``Y``) or ``wg`` (``dcore_k``) networks on ``operands`` (``E_k``,
+        ``dY``, ``core_k``)."""
+        key = (replace(spec, name="layer"), "embedding", phase)
+        if key not in self._programs:
+            fp, wg = embedding_networks(spec)
+            self._programs[key] = compile_networks([fp] if phase == "fp" else wg, self.config)
+        return self._execute("embedding", self._programs[key], operands)
+
+    def _execute(self, kind: str, prog, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        ex = execute(prog, {k: round_to_bf16_f32(v) for k, v in operands.items()}, self.config)
+        if self.sim != "emulator":
+            rtl_check(ex, self.config, self.sim)
+        t = ex.timeline
+        self.cost.add(kind, cycles=t.cycles, compute_cycles=t.compute_cycles, dram_stall_cycles=t.dram_stall_cycles,
+                      dram_bytes=t.dram_bytes, macs=prog.macs, tcu_macs=ex.tcu_macs, runs=ex.runs)
+        return {k: np.asarray(v, np.float32) for k, v in ex.results.items()}
+
+    def matmul(self, kind: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """``A @ B`` as a dense GEMM (operands rounded to bfloat16)."""
+        plan = plan_gemm(self.config, round_to_bf16_f32(A), round_to_bf16_f32(B))
+        Y, c, tm = run_gemm(self.config, plan, self.sim)
+        t = plan.timeline(self.config)
+        if t.compute_cycles != c:
+            raise ExecutionError(f"{self.sim} ran {c} compute cycles, the plan's static timing says "
+                                 f"{t.compute_cycles}", field="program")
+        self.cost.add(kind, cycles=t.cycles, compute_cycles=c, dram_stall_cycles=t.dram_stall_cycles,
+                      dram_bytes=t.dram_bytes, macs=plan.macs, tcu_macs=tm, runs=len(plan.passes))
+        return np.asarray(Y, np.float32)
+
+
+def _cores(params, prefix: str, n: int) -> dict[str, np.ndarray]:
+    # the accelerator computes with the bfloat16 copy of the FP32 master weights (the vector unit's
+    # narrow output of the update)
+    return {f"core_{k}": f32_to_bf16(params[f"{prefix}.core_{k}"]).astype(np.float32) for k in range(n)}
+
+
+def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str, np.ndarray],
+                     tokens: np.ndarray, label: int) -> tuple[float, dict[str, np.ndarray]]:
+    """Loss and gradients (float32, bfloat16 values) of one sample (module docstring)."""
+    S, H, dh = model.seq, model.heads, model.head_dim
+    scale = np.float32(1 / math.sqrt(dh))
+    host = 0
+    emb_n = len(model.embedding.core_shapes())
+    factors = token_factors(model.embedding, tokens)
+    emb = _cores(params, "emb", emb_n)
+    z = acc.embedding(model.embedding, "fp", {**factors, **emb})["Y"] + params["pos"]
+    host += z.size
+    saved = []
+    for e in range(model.encoders):
+        cores = {kind: _cores(params, f"enc{e}.{kind}", len(model.layer(kind).core_shapes())) for kind in LINEARS}
+
+        def fp(kind, X):
+            return acc.layer("linear", model.layer(kind), "fp", {"X": X, **cores[kind]})["Y"]
+        x = z
+        q, k, v = fp("q", x), fp("k", x), fp("v", x)
+        probs, ctx = [], np.zeros_like(q)
+        for h in range(H):
+            cols = slice(h * dh, (h + 1) * dh)
+            p = nl.softmax(acc.matmul("attention", q[:, cols], k[:, cols].T) * scale)
+            probs.append(p)
+            ctx[:, cols] = acc.matmul("attention", p, v[:, cols])
+        r1 = fp("o", ctx) + x
+        y1 = nl.layer_norm(r1)
+        f1 = fp("ffn1", y1)
+        g = nl.gelu(f1)
+        r2 = fp("ffn2", g) + y1
+        z = nl.layer_norm(r2)
+        host += 3 * H * S * S + 6 * z.size
+        saved.append((cores, x, q, k, v, probs, ctx, r1, y1, f1, g, r2))
+    cls = f32_to_bf16(params["cls"]).astype(np.float32)
+    logits = acc.matmul("classifier", z[:1], cls)
+    loss, dlogits = nl.cross_entropy(logits, label)
+    grads = {"cls": acc.matmul("classifier", z[:1].T, dlogits)}
+    dz = np.zeros_like(z)
+    dz[:1] = acc.matmul("classifier", dlogits, cls.T)
+    for e in reversed(range(model.encoders)):
+        cores, x, q, k, v, probs, ctx, r1, y1, f1, g, r2 = saved[e]
+
+        def bp_wg(kind, X, dY):
+            spec = model.layer(kind)
+            dX = acc.layer("linear", spec, "bp", {"dY": dY, **cores[kind]})["dX"]
+            wg = acc.layer("linear", spec, "wg", {"X": X, "dY": dY, **cores[kind]})
+            for c in range(len(spec.core_shapes())):
+                grads[f"enc{e}.{kind}.core_{c}"] = wg[f"dcore_{c}"]
+            return dX
+        dr2 = nl.layer_norm_bwd(r2, dz)
+        df1 = nl.gelu_bwd(f1, bp_wg("ffn2", g, dr2))
+        dy1 = dr2 + bp_wg("ffn1", y1, df1)
+        dr1 = nl.layer_norm_bwd(r1, dy1)
+        dctx = bp_wg("o", ctx, dr1)
+        dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+        for h in range(H):
+            cols = slice(h * dh, (h + 1) * dh)
+            dp = acc.matmul("attention", dctx[:, cols], v[:, cols].T)
+            dv[:, cols] = acc.matmul("attention", probs[h].T, dctx[:, cols])
+            ds = nl.softmax_bwd(probs[h], dp) * scale
+            dq[:, cols] = acc.matmul("attention", ds, k[:, cols])
+            dk[:, cols] = acc.matmul("attention", ds.T, q[:, cols])
+        dz = dr1 + bp_wg("q", x, dq) + bp_wg("k", x, dk) + bp_wg("v", x, dv)
+        host += 3 * H * S * S + 8 * z.size
+    grads["pos"] = round_to_bf16_f32(dz)
+    wg = acc.embedding(model.embedding, "wg", {**factors, "dY": dz, **emb})
+    for c in range(emb_n):
+        grads[f"emb.core_{c}"] = wg[f"dcore_{c}"]
+    acc.cost.host_elements += host + logits.size * 4
+    return loss, grads
+
+
+def sgd_update(params: dict[str, np.ndarray], grads: dict[str, np.ndarray], lr: float) -> int:
+    """``p <- p + bf16(-lr) * bf16(grad)`` in FP32 (the vector unit's ``AXPY``); returns the elements."""
+    a = f32_to_bf16(np.float32(-lr))
+    n = 0
+    for name, g in grads.items():
+        params[name] = f32_add(params[name], bf16_mul(f32_to_bf16(g), a)).astype(np.float32)
+        n += g.size
+    return n
+
+
+@dataclass
+class TrainRun:
+    """``fetta train``'s result: per step ``losses`` and accelerator costs, and the totals."""
+
+    losses: list[float]
+    step_cycles: list[int]
+    cost: StepCost
+    params: dict[str, np.ndarray]
+    macs_per_cycle: int
+
+    @property
+    def cycles(self) -> int:
+        return self.cost.total("cycles")
+
+    @property
+    def utilization(self) -> float:
+        return self.cost.total("macs") / max(1, self.cycles * self.macs_per_cycle)
+
+    def summary(self) -> dict:
+        c = self.cost
+        kinds = {k: dict(v) for k, v in c.by_kind.items()}
+        return {"losses": self.losses, "steps": len(self.losses), "cycles": self.cycles,
+                "cycles_per_step": self.step_cycles, "compute_cycles": c.total("compute_cycles"),
+                "dram_stall_cycles": c.total("dram_stall_cycles"), "dram_bytes": c.total("dram_bytes"),
+                "macs": c.total("macs"), "tcu_macs": c.total("tcu_macs"), "utilization": self.utilization,
+                "runs": c.total("runs"), "host_elements": c.host_elements, "by_kind": kinds}
+
+
+def run_training(model: TransformerSpec, config: FettaConfig, steps: int, *, seed: int = 0, sim: str = "emulator",
+                 advance: Callable[[int], None] | None = None) -> TrainRun:
+    """``steps`` SGD steps (batch 1) on the synthetic set of ``seed`` from :func:`init_params`."""
+    data = synthetic_data(model, seed)
+    params = init_params(model, seed)
+    acc = Accelerator(config, sim)
+    losses, step_cycles = [], []
+    for s in range(steps):
+        before = acc.cost.total("cycles")
+        tokens, label = data[s % len(data)]
+        loss, grads = forward_backward(acc, model, params, tokens, label)
+        acc.cost.host_elements += sgd_update(params, grads, model.lr)
+        losses.append(loss)
+        step_cycles.append(acc.cost.total("cycles") - before)
+        if advance is not None:
+            advance(1)
+    return TrainRun(losses, step_cycles, acc.cost, params, config.macs)
