@@ -128,3 +128,12 @@ def test_dense_plan_timeline_matches_the_emulator():
     assert t.dram_bytes == sum(len(r) for p in plan.passes for _, r in p.writes) * row_bytes + \
         sum(n for p in plan.passes for _, n in read_y_rows(p)) * row_bytes
     assert t.cycles > cycles
+
+
+def test_bandwidth_is_dram_or_the_dma_port_whichever_is_lower():
+    """25.6 GB/s at 1 GHz is 25.6 B/cycle, below the 256-bit DMA port's 32 B beat; at 100 MHz the
+    same DRAM would give 256 B/cycle, so the port's beat is the bound."""
+    assert dram_bytes_per_cycle(FettaConfig()) == pytest.approx(25.6)
+    assert dram_bytes_per_cycle(FettaConfig(freq_mhz=100)) == 32
+    assert dram_bytes_per_cycle(FettaConfig(freq_mhz=100, dma_data_bits=1024)) == 128
+    assert dram_bytes_per_cycle(FettaConfig(freq_mhz=2000, dma_data_bits=1024)) == pytest.approx(12.8)

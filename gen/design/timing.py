@@ -4,7 +4,8 @@ A compiled program is a sequence of *runs* (:class:`gen.compiler.Run`). Each run
 memory writes of its operands, a compute part on one ping-pong half (its cycles are the emulator's
 and the RTL's, cycle for cycle), and unified memory -> DRAM reads of its results. The transfers go
 through one DMA channel of ``dram_bytes_per_cycle(config)`` bytes per cycle
-(``dram_gbps * 1e3 / freq_mhz``: LPDDR4 at 25.6 GB/s and 1 GHz is 25.6 B/cycle), and overlap with
+(``min(dram_gbps * 1e3 / freq_mhz, dma_data_bits / 8)``: LPDDR4 at 25.6 GB/s and 1 GHz is 25.6 B/cycle,
+below the 32 B beat of the DMA engine's 256-bit AXI4 port; at 100 MHz the port is the bound), and overlap with
 compute across the two halves as the hardware allows:
 
 1. the runs compute in program order, one at a time; run ``i`` starts once its writes are done
@@ -82,8 +83,9 @@ def program_cycles(words, config: FettaConfig) -> int:
 
 
 def dram_bytes_per_cycle(config: FettaConfig) -> float:
-    """DRAM bandwidth in bytes per accelerator clock cycle."""
-    return config.dram_gbps * 1e3 / config.freq_mhz
+    """Bytes per accelerator clock cycle between DRAM and the memories: the DRAM's bandwidth at
+    ``freq_mhz``, at most one beat of the DMA engine's AXI4 data port (``dma_data_bits``)."""
+    return min(config.dram_gbps * 1e3 / config.freq_mhz, config.dma_data_bits / 8)
 
 
 def transfer_cycles(nbytes: int, bytes_per_cycle: float) -> int:

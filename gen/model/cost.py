@@ -67,6 +67,7 @@ from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from gen.design.config import FettaConfig
+from gen.design.timing import dram_bytes_per_cycle
 from gen.workload.grouping import group_modes
 from gen.workload.network import Network, Step, path_steps
 
@@ -284,7 +285,7 @@ def model_network(net: Network, path: Sequence[Sequence[int]], config: FettaConf
     eb = (config.elem_bits + 7) // 8  # bytes per stored element (narrow ints occupy whole bytes)
     half = config.unified_kb * 1024 // eb // 2   # elements of one ping-pong half
     capacity = 2 * half
-    bpc = config.dram_gbps * 1e3 / config.freq_mhz
+    bpc = dram_bytes_per_cycle(config)
     steps = path_steps(net, path)
     n = len(net.inputs)
     res = ModelResult(freq_mhz=config.freq_mhz, _pes=config.macs)
