@@ -11,6 +11,11 @@
   work (softmax, layer norm, GELU, residuals, loss, SGD update) is not in the cycles: the table
   gives its element count and what it would add on a vector unit of ``vector_lanes`` elements per
   cycle (an estimate, marked as such).
+* **Across-stage lookahead** (ETTE, seed 002; issue 19 deliverable 5): the token embedding's FP and WG
+  programs and an ATIS TT layer's FP and train programs compiled with chunk pieces fused through the
+  later stages that keep the chunked mode (``fuse=True``: an intermediate too large for a ping-pong
+  half is consumed piece by piece on chip) and without (``fuse=False``: every chunked step's pieces
+  go through DRAM before the next step): cycles, DRAM bytes, runs.
 * **Loss curve** of the tiny model (``examples/atis_transformer_tiny.json``) over ``N`` steps (100 by
   default) on the accelerator and in JAX float64 (the reference of ``tests/test_train.py``), plotted
   to ``docs/img/train_loss.png``.
@@ -89,6 +94,29 @@ def step_table(model, r, seconds: float, config, r100, config100) -> str:
     return "\n".join(lines)
 
 
+def lookahead_table(model, config) -> str:
+    from gen.compiler import compile_layer
+    from gen.compiler.phases import compile_networks, fastest_paths
+    from gen.workload.transformer import embedding_networks
+
+    fp, wg = embedding_networks(model.embedding)
+    rows = []
+    for name, nets in (("embedding fp", [fp]), ("embedding wg", wg)):
+        paths = fastest_paths(nets, config)
+        rows.append((name, *(compile_networks(nets, config, paths=paths, fuse=f) for f in (False, True))))
+    for ph in ("fp", "train"):
+        rows.append((f"TT layer {ph}", *(compile_layer(model.linear, ph, config, fuse=f) for f in (False, True))))
+    lines = ["", "Across-stage lookahead (chunk pieces fused through the later stages, ETTE) on the ATIS model's "
+                 "programs, default design:", "",
+             "| program | chunked steps | cycles without / with | DRAM KiB without / with | runs without / with |",
+             "|---|---|---|---|---|"]
+    for name, off, on in rows:
+        a, b = off.timeline(config), on.timeline(config)
+        lines.append(f"| {name} | {off.chunked_steps} / {on.chunked_steps} | {a.cycles:,} / {b.cycles:,} | "
+                     f"{a.dram_bytes / 1024:,.0f} / {b.dram_bytes / 1024:,.0f} | {len(off.runs)} / {len(on.runs)} |")
+    return "\n".join(lines)
+
+
 def loss_curve(steps: int, config):
     from gen.toolflow.train import init_params, run_training, synthetic_data
     from gen.workload.transformer import load_model
@@ -150,7 +178,7 @@ def main(argv: list[str]) -> int:
     # 100 MHz (seed 003's clock): the DMA port's beat bounds the transfers, so take the widest one
     config100 = replace(config, freq_mhz=100, dma_data_bits=1024)
     _, r100, _ = full_step(config100)
-    table = step_table(model, r, seconds, config, r100, config100)
+    table = step_table(model, r, seconds, config, r100, config100) + "\n" + lookahead_table(model, config)
     tiny, rt, want = loss_curve(args.steps, config)
     table += "\n" + curve_table(tiny, rt, want, args.steps)
     if not args.no_docs:

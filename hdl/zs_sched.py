@@ -80,6 +80,6 @@ class ZeroSkipScheduler(wiring.Component):
 
 
 def zs_sched_from_config(config) -> ZeroSkipScheduler:
-    """The scheduler of ``config``: ``ce_cols`` lanes (a CE row's width), ``zs_depth`` rows,
-    ``zs_lookahead`` steps of lookahead."""
-    return ZeroSkipScheduler(lanes=config.ce_cols, depth=config.zs_depth, lookahead=config.zs_lookahead)
+    """The scheduler of ``config``: ``ce_cols`` lanes (a CE row's width), ``zero_skip_depth`` rows,
+    ``zero_skip_lookahead`` steps of lookahead."""
+    return ZeroSkipScheduler(lanes=config.ce_cols, depth=config.zero_skip_depth, lookahead=config.zero_skip_lookahead)

@@ -87,8 +87,8 @@ class ZeroSkipUnit(wiring.Component):
 
 
 def zs_unit_from_config(config) -> ZeroSkipUnit:
-    """The unit of ``config``: ``ce_cols`` lanes, ``zs_depth`` rows, ``zs_lookahead``, operands of
+    """The unit of ``config``: ``ce_cols`` lanes, ``zero_skip_depth`` rows, ``zero_skip_lookahead``, operands of
     the datatype (bf16, or ``int_width``-bit integers)."""
     bf16 = config.datatype == "bf16"
-    return ZeroSkipUnit(lanes=config.ce_cols, depth=config.zs_depth, lookahead=config.zs_lookahead,
+    return ZeroSkipUnit(lanes=config.ce_cols, depth=config.zero_skip_depth, lookahead=config.zero_skip_lookahead,
                         width=config.elem_bits, fmt="bf16" if bf16 else "int")

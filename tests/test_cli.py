@@ -14,7 +14,8 @@ from gen.cli import main as fetta
 def test_golden_all_formats(tmp_path, capsys):
     import glob
 
-    specs = sorted(glob.glob("examples/*.json"))
+    # every layer spec among the examples (the transformer model files are fetta train's, not specs)
+    specs = sorted(s for s in glob.glob("examples/*.json") if "transformer" not in s)
     formats = set()
     for s in specs:
         out = tmp_path / "g.npz"

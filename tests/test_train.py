@@ -212,3 +212,39 @@ def test_tiny_step_rtl_equals_emulator():
 def test_small_config_runs_the_tiny_model():
     r = run_training(load_model(TINY), load_config(ROOT / "configs" / "small.toml"), 1, seed=0)
     assert math.isfinite(r.losses[0]) and r.cycles > 0
+
+
+# --- real ATIS files ------------------------------------------------------------------------------
+def _atis(folder: Path, sents, labels) -> Path:
+    (folder / "train").mkdir(parents=True)
+    (folder / "train" / "seq.in").write_text("\n".join(sents) + "\n")
+    (folder / "train" / "label").write_text("\n".join(labels) + "\n")
+    return folder
+
+
+def test_atis_loader(tmp_path, tiny):
+    from gen.workload.transformer import CLS, PAD, UNK, load_atis
+    long = " ".join(f"w{i}" for i in range(20))
+    folder = _atis(tmp_path, ["flights to boston", "fare to boston please", long],
+                   ["atis_flight", "atis_airfare", "atis_flight"])
+    data, about = load_atis(tiny, folder)
+    assert about["sentences"] == 3 and about["truncated"] == 1 and about["intents"] == ["atis_flight", "atis_airfare"]
+    # "boston" and "to" are the most frequent words (ids 3, 4), then the rest alphabetically (fare 5, flights 6)
+    tokens, label = data[0]
+    assert list(tokens[:4]) == [CLS, 6, 4, 3] and all(tokens[4:] == PAD) and label == 0
+    assert data[1][1] == 1 and len(data[2][0]) == tiny.seq and UNK not in data[2][0]
+    small = dataclasses.replace(tiny, embedding=dataclasses.replace(tiny.embedding, in_modes=(2, 2, 2)))
+    assert UNK in load_atis(small, folder)[0][2][0]      # vocab 8: 5 words, the rest unknown
+    r = run_training(tiny, FettaConfig(), 2, data=data)
+    assert len(r.losses) == 2 and all(math.isfinite(x) for x in r.losses)
+
+
+@pytest.mark.parametrize("sents,labels,field", [
+    (["a b", "c"], ["x"], "--data"),
+    (["a", "b", "c", "d", "e"], ["i1", "i2", "i3", "i4", "i5"], "classes"),
+])
+def test_atis_loader_errors(tmp_path, tiny, sents, labels, field):
+    from gen.workload.transformer import load_atis
+    with pytest.raises(SpecError) as exc:
+        load_atis(tiny, _atis(tmp_path, sents, labels))
+    assert exc.value.field == field

@@ -106,7 +106,7 @@ def test_config_fields():
     dut = zs_sched_from_config(FettaConfig())
     dut._MustUse__silence = True          # constructed to read its parameters
     assert (dut.lanes, dut.depth, dut.lookahead, dut.options) == (4, 4, 3, PAPER)
-    for field, value in (("zs_depth", 1), ("zs_depth", 9), ("zs_lookahead", 0), ("zs_lookahead", 4)):
+    for field, value in (("zero_skip_depth", 1), ("zero_skip_depth", 9), ("zero_skip_lookahead", 0), ("zero_skip_lookahead", 4)):
         with pytest.raises(ConfigError) as exc:
             FettaConfig(**{field: value})
         assert exc.value.field == field

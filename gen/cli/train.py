@@ -16,7 +16,7 @@ from gen.errors import ConfigError
 from gen.progress import progress
 from gen.toolflow.run import SIMS
 from gen.toolflow.train import run_training
-from gen.workload.transformer import load_model
+from gen.workload.transformer import load_atis, load_model
 
 HELP = "whole training steps of a tensorized transformer (seed 003) on the simulated accelerator"
 
@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, metavar="M.json",
                    help="model file (examples/atis_transformer.json, examples/atis_transformer_tiny.json)")
     p.add_argument("--steps", type=positive_int, default=1, metavar="N", help="SGD steps, batch 1 (default 1)")
+    p.add_argument("--data", metavar="DIR",
+                   help="train on ATIS files in the JointBERT layout (DIR/seq.in and DIR/label, or DIR/train/...) "
+                        "instead of the seeded synthetic set (docs/training.md)")
     add_seed_argument(p)
     p.add_argument("--sim", default="emulator", choices=SIMS,
                    help="execution engine (default emulator; icarus / verilator replay every run on the RTL)")
@@ -37,11 +40,15 @@ def main(args: argparse.Namespace) -> int:
     if config.datatype != "bf16":
         raise ConfigError("fetta train runs in bf16; int16 is for dataflow bring-up", field="datatype")
     model = load_model(args.model)
+    data, about = (None, {"data": "synthetic"}) if args.data is None else load_atis(model, args.data)
+    if args.data is not None:
+        about = {"data": args.data, **{k: v for k, v in about.items() if k != "intents"},
+                 "intents": len(about["intents"])}
     t0 = time.perf_counter()
     with progress(args.steps, f"{model.name} on {args.sim}", enabled=not args.json) as bar:
-        r = run_training(model, config, args.steps, seed=args.seed, sim=args.sim, advance=bar)
+        r = run_training(model, config, args.steps, seed=args.seed, sim=args.sim, advance=bar, data=data)
     seconds = time.perf_counter() - t0
-    result = {"model": args.model, "name": model.name, "sim": args.sim, "seed": args.seed, **r.summary(),
+    result = {"model": args.model, "name": model.name, "sim": args.sim, "seed": args.seed, **about, **r.summary(),
               "seconds": round(seconds, 3)}
     if args.json:
         print_json(result)

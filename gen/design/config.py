@@ -110,9 +110,9 @@ class FettaConfig:
 
     # --- zero skipping (TensorDash, seed 001; the scheduler block, not yet in the datapath) ----
     #: rows of the zero-skipping staging buffer (2 .. 8; seed 001's preferred point: 4)
-    zs_depth: int = 4
-    #: lookahead steps of the zero-skipping scheduler (1 .. zs_depth - 1; seed 001: 3)
-    zs_lookahead: int = 3
+    zero_skip_depth: int = 4
+    #: lookahead steps of the zero-skipping scheduler (1 .. zero_skip_depth - 1; seed 001: 3)
+    zero_skip_lookahead: int = 3
 
     # -----------------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -159,10 +159,11 @@ class FettaConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"must be a positive number, got {value!r}", field=name)
-        zs_top = self.zs_depth - 1 if isinstance(self.zs_depth, int) else 1   # zs_depth is checked first
+        # zero_skip_depth is checked before the lookahead it bounds
+        zs_top = self.zero_skip_depth - 1 if isinstance(self.zero_skip_depth, int) else 1
         for name, low, top in (("mul_latency", 1, MAX_MUL_LATENCY), ("add_latency", 1, MAX_ADD_LATENCY),
-                               ("dma_burst", 1, 256), ("dma_outstanding", 1, 16), ("zs_depth", 2, 8),
-                               ("zs_lookahead", 1, max(1, zs_top))):
+                               ("dma_burst", 1, 256), ("dma_outstanding", 1, 16), ("zero_skip_depth", 2, 8),
+                               ("zero_skip_lookahead", 1, max(1, zs_top))):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
                 raise ConfigError(f"must be an integer between {low} and {top}, got {value!r}", field=name)

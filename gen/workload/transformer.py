@@ -41,7 +41,7 @@ from gen.workload.network import Network, Operand, core_operands, physical_modes
 from gen.workload.spec import LayerSpec, parse_spec
 
 __all__ = ["TransformerSpec", "parse_model", "load_model", "LINEARS", "MAX_SEQ", "embedding_networks",
-           "token_factors"]
+           "token_factors", "attention_networks", "ATTENTION_STAGES", "load_atis"]
 
 #: the tensorized linear layers of one encoder block, in forward order
 LINEARS = ("q", "k", "v", "o", "ffn1", "ffn2")
@@ -66,21 +66,16 @@ class TransformerSpec:
     embedding: LayerSpec
     linear: LayerSpec
     ffn: LayerSpec
+    #: SGD learning rate
     lr: float
+    #: training sentences of the data set the per-epoch figures assume
     train_samples: int
+    #: synthetic samples the steps cycle through
     samples: int
 
-    @property
-    def vocab(self) -> int:
-        return self.embedding.I
-
-    @property
-    def d_model(self) -> int:
-        return self.embedding.O
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.heads
+    vocab = property(lambda self: self.embedding.I, doc="Token ids: the embedding's ``prod(in_modes)``.")
+    d_model = property(lambda self: self.embedding.O, doc="Activation width: the embedding's ``prod(out_modes)``.")
+    head_dim = property(lambda self: self.d_model // self.heads, doc="``d_model / heads``.")
 
     def layer(self, kind: str) -> LayerSpec:
         """The spec of linear layer ``kind`` (:data:`LINEARS`) of every encoder."""
@@ -200,3 +195,77 @@ def token_factors(spec: LayerSpec, tokens: np.ndarray) -> dict[str, np.ndarray]:
         e[np.arange(len(tokens)), digits[k]] = 1
         out[f"E{k}"] = e
     return out
+
+
+#: the attention's contraction stages, each one program (the host's softmax / its backward between them):
+#: forward scores, forward context, backward ``dP`` and ``dV``, backward ``dQ`` and ``dK``
+ATTENTION_STAGES = {"scores": ("S",), "context": ("C",), "back_p": ("dP", "dV"), "back_s": ("dQ", "dK")}
+
+
+def attention_networks(model: TransformerSpec) -> dict[str, Network]:
+    """Every head's attention products as one network per result, the head ``h`` a batch mode:
+    ``S[h,s,t] = Q[s,h,d] K[t,h,d]``, ``C[s,h,d] = P[h,s,t] V[t,h,d]``, ``dP[h,s,t] = dC[s,h,d] V[t,h,d]``,
+    ``dV[t,h,d] = P[h,s,t] dC[s,h,d]``, ``dQ[s,h,d] = dS[h,s,t] K[t,h,d]``, ``dK[t,h,d] = dS[h,s,t] Q[s,h,d]``
+    (``Q``, ``K``, ``V``, ``C`` and their gradients are ``[seq, d_model]`` arrays read as ``[seq, heads,
+    head_dim]``; the 1 / sqrt(head_dim) scale is the host's)."""
+    S, H, D = model.seq, model.heads, model.head_dim
+    sizes = {"h": H, "s": S, "t": S, "d": D}
+    shape = {"hst": (H, S, S), "shd": (S, H, D), "thd": (S, H, D)}
+
+    def net(target: str, a: tuple[str, str], b: tuple[str, str], out: str) -> Network:
+        ops = (Operand(a[0], tuple(a[1])), Operand(b[0], tuple(b[1])))
+        return Network("fp", target, ops, tuple(out), dict(sizes), shape[out])
+    return {"S": net("S", ("Q", "shd"), ("K", "thd"), "hst"), "C": net("C", ("P", "hst"), ("V", "thd"), "shd"),
+            "dP": net("dP", ("dC", "shd"), ("V", "thd"), "hst"), "dV": net("dV", ("P", "hst"), ("dC", "shd"), "thd"),
+            "dQ": net("dQ", ("dS", "hst"), ("K", "thd"), "shd"), "dK": net("dK", ("dS", "hst"), ("Q", "shd"), "thd")}
+
+
+#: token ids the ATIS loader reserves: the classifier's position, padding, words outside the vocabulary
+CLS, PAD, UNK = 0, 1, 2
+
+
+def load_atis(model: TransformerSpec, folder: str | Path) -> tuple[list[tuple[np.ndarray, int]], dict]:
+    """Samples ``(tokens[seq], label)`` from an ATIS folder in the JointBERT layout: ``seq.in`` (one
+    sentence per line, words separated by spaces) and ``label`` (its intent) side by side, in
+    ``folder`` or ``folder/train``. The vocabulary is the ``vocab - 3`` most frequent words (ties in
+    alphabetical order) after ``[CLS]``, ``[PAD]`` and ``[UNK]`` (:data:`CLS`, :data:`PAD`, :data:`UNK`);
+    a sentence becomes ``[CLS]`` and its first ``seq - 1`` words, padded with ``[PAD]`` (no attention mask:
+    padding takes part like any token); intents are numbered by frequency and must number at most
+    ``classes``. Returns the samples and a summary (``sentences``, ``words``, ``vocab_covered``,
+    ``intents``, ``truncated``). Raises :class:`SpecError` naming ``--data`` or ``classes``."""
+    root = Path(folder)
+    if (root / "train" / "seq.in").is_file():
+        root = root / "train"
+    texts = {}
+    for name in ("seq.in", "label"):
+        texts[name] = read_text_file(root / name, field="--data", error=SpecError).splitlines()
+    sents, labels = texts["seq.in"], [x.strip() for x in texts["label"]]
+    if len(sents) != len(labels):
+        raise SpecError(f"{root}: seq.in has {len(sents)} lines, label {len(labels)}", field="--data")
+    if not sents:
+        raise SpecError(f"{root}: no sentences", field="--data")
+    words = [s.split() for s in sents]
+    counts: dict[str, int] = {}
+    for ws in words:
+        for w in ws:
+            counts[w] = counts.get(w, 0) + 1
+    kept = sorted(counts, key=lambda w: (-counts[w], w))[:model.vocab - 3]
+    ids = {w: i + 3 for i, w in enumerate(kept)}
+    freq: dict[str, int] = {}
+    for lab in labels:
+        freq[lab] = freq.get(lab, 0) + 1
+    intents = sorted(freq, key=lambda x: (-freq[x], x))
+    if len(intents) > model.classes:
+        raise SpecError(f"the data have {len(intents)} intents, the model {model.classes} classes", field="classes")
+    label_id = {x: i for i, x in enumerate(intents)}
+    out, truncated = [], 0
+    for ws, lab in zip(words, labels):
+        tokens = np.full(model.seq, PAD, dtype=np.int64)
+        tokens[0] = CLS
+        body = [ids.get(w, UNK) for w in ws][:model.seq - 1]
+        truncated += len(ws) > model.seq - 1
+        tokens[1:1 + len(body)] = body
+        out.append((tokens, label_id[lab]))
+    covered = sum(counts[w] for w in kept) / max(1, sum(counts.values()))
+    return out, {"sentences": len(out), "words": len(counts), "vocab_covered": covered, "intents": intents,
+                 "truncated": truncated}
