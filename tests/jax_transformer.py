@@ -31,6 +31,20 @@ def tt_weight(cores, in_modes, out_modes):
     return w.reshape(math.prod(in_modes), math.prod(out_modes))
 
 
+def tr_weight(cores, in_modes, out_modes):
+    """``W [I, O]`` of a ``tr`` layer: the trace of ``G_0[:, i_0, :] @ ... @ G_{D-1}[:, i_{D-1}, :]``."""
+    w = cores[0]                                      # [r_0, n_0, r_1]
+    for g in cores[1:]:
+        w = jnp.einsum("anr,rbs->anbs", w, g).reshape(w.shape[0], -1, g.shape[2])
+    return jnp.einsum("ana->n", w).reshape(math.prod(in_modes), math.prod(out_modes))
+
+
+def weight(spec, cores):
+    """``W`` of a ``tt``, ``tr`` or ``ttm`` layer spec from its cores (INTERFACES section 1)."""
+    build = {"tt": tt_weight, "tr": tr_weight, "ttm": ttm_weight}[spec.format]
+    return build(cores, spec.in_modes, spec.out_modes)
+
+
 def ttm_weight(cores, in_modes, out_modes):
     """``W [I, O]`` of a ``ttm`` layer: ``F_0[:, i_0, o_0, :] @ ...``, modes ordered ins then outs."""
     d = len(cores)
@@ -62,7 +76,7 @@ def loss_fn(params, model, tokens, label):
     for enc in range(model.encoders):
         def lin(kind, x):
             s = model.layer(kind)
-            return x @ tt_weight(cores(f"enc{enc}.{kind}", s), s.in_modes, s.out_modes)
+            return x @ weight(s, cores(f"enc{enc}.{kind}", s))
         x = z
         q, k, v = lin("q", x), lin("k", x), lin("v", x)
         heads = []

@@ -4,7 +4,8 @@
 * the host's nonlinear ops and their backward equal ``jax.grad`` of the same functions;
 * the embedding networks contract to the rows of the full TTM weight;
 * one sample's loss and every gradient of the accelerator path (bf16 operands, FP32 accumulation)
-  against JAX in float64: within the stated bf16 bounds; 12 SGD steps' losses and final parameters too;
+  against JAX in float64: within the stated bf16 bounds, on the tiny model and on random small models
+  (hypothesis); 12 SGD steps' losses and final parameters too; the ATIS file loader;
 * the loss of the tiny model falls over 100 steps, as the float64 reference's does;
 * the CLI's JSON (INTERFACES section 5) adds up;
 * one whole step with every run replayed on Verilator (the default design) equals the emulator.
@@ -28,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gen.cli import main as cli_main
 from gen.design.config import FettaConfig, load_config
@@ -140,6 +143,40 @@ def test_embedding_networks_are_the_lookup(in_modes, out_modes):
 
 
 # --- the accelerator path against JAX float64 ------------------------------------------------------
+@st.composite
+def small_models(draw):
+    """Random small models: 1-2 encoders, 1-4 heads, d_model 8..64 factored into 2-3 modes, ranks 1-4,
+    layers in tt, tr or ttm (the formats the JAX reference rebuilds), seq 2-8, 2-5 classes."""
+    d_modes = draw(st.sampled_from([(2, 4), (4, 4), (2, 2, 4), (4, 2, 4), (4, 4, 4)]))
+    d = math.prod(d_modes)
+    heads = draw(st.sampled_from([h for h in (1, 2, 4) if d % h == 0]))
+    vocab_modes = draw(st.sampled_from([(2, 3), (4, 4), (3, 2)] if len(d_modes) == 2
+                                       else [(3, 2, 2), (2, 2, 2), (4, 2, 4)]))   # ttm: as many as d_modes
+    fmt = draw(st.sampled_from(["tt", "tr", "ttm"]))
+    linear = {"format": fmt, "in_modes": list(d_modes), "out_modes": list(d_modes[::-1] if fmt != "ttm" else d_modes),
+              "ranks": draw(st.integers(1, 4))}
+    return parse_model({"seq": draw(st.integers(2, 8)), "heads": heads, "encoders": draw(st.integers(1, 2)),
+                        "classes": draw(st.integers(2, 5)), "lr": 0.01, "samples": 2,
+                        "embedding": {"format": "ttm", "in_modes": list(vocab_modes), "out_modes": list(d_modes),
+                                      "ranks": draw(st.integers(1, 4))},
+                        "linear": linear})
+
+
+@settings(max_examples=6, deadline=None)
+@given(model=small_models(), seed=st.integers(0, 3))
+def test_random_models_gradients_within_bf16_bound(model, seed):
+    """Random small models (tt, tr and ttm layers, 1-2 encoders): the whole gradient
+    within ``16u`` of JAX float64 (twice the tiny model's bound: up to two encoders deep)."""
+    data, params = synthetic_data(model, seed), init_params(model, seed)
+    tokens, label = data[0]
+    loss, grads = forward_backward(Accelerator(FettaConfig()), model, params, tokens, label)
+    want_loss, want = ref.gradients(model, params, tokens, label)
+    assert abs(loss - want_loss) <= 16 * U * max(1.0, want_loss)
+    err = math.sqrt(sum(float(np.sum((grads[k] - want[k]) ** 2)) for k in want))
+    norm = math.sqrt(sum(float(np.sum(want[k] ** 2)) for k in want))
+    assert err <= 16 * U * norm, err / norm
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_step_gradients_within_bf16_bound(tiny, seed):
     config = FettaConfig()
@@ -184,9 +221,14 @@ def test_tiny_loss_falls_over_100_steps(tiny):
 
 
 # --- CLI --------------------------------------------------------------------------------------------
-def test_cli_json(capsys):
-    assert cli_main(["train", "--model", str(TINY), "--steps", "2", "--json"]) == 0
+def test_cli_json(tmp_path, capsys):
+    assert cli_main(["train", "--model", str(TINY), "--steps", "2", "--json", "--out", str(tmp_path / "p.npz")]) == 0
     out = json.loads(capsys.readouterr().out)
+    tiny = load_model(TINY)
+    with np.load(tmp_path / "p.npz") as z:           # the trained parameters: every one, moved by SGD
+        assert sorted(z.files) == sorted(name for name, _ in tiny.params())
+        start = init_params(tiny, 0)
+        assert all(z[k].shape == start[k].shape for k in z.files) and not np.array_equal(z["cls"], start["cls"])
     for key in ("losses", "cycles", "utilization", "dram_bytes"):
         assert key in out
     assert len(out["losses"]) == 2 and out["cycles"] == sum(out["cycles_per_step"])

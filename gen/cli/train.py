@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from gen.cli.common import (add_config_arguments, add_json_argument, add_seed_argument, config_from_args, positive_int,
-                            print_json)
+import numpy as np
+
+from gen.cli.common import (add_config_arguments, add_json_argument, add_seed_argument, config_from_args, output_file,
+                            positive_int, print_json)
 from gen.errors import ConfigError
 from gen.progress import progress
 from gen.toolflow.run import SIMS
@@ -28,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="DIR",
                    help="train on ATIS files in the JointBERT layout (DIR/seq.in and DIR/label, or DIR/train/...) "
                         "instead of the seeded synthetic set (docs/training.md)")
+    p.add_argument("--out", metavar="F.npz",
+                   help="write the trained parameters (FP32 master weights; keys emb.core_k, pos, enc{e}.{layer}.core_k, "
+                        "cls; folder must exist)")
     add_seed_argument(p)
     p.add_argument("--sim", default="emulator", choices=SIMS,
                    help="execution engine (default emulator; icarus / verilator replay every run on the RTL)")
@@ -40,6 +45,7 @@ def main(args: argparse.Namespace) -> int:
     if config.datatype != "bf16":
         raise ConfigError("fetta train runs in bf16; int16 is for dataflow bring-up", field="datatype")
     model = load_model(args.model)
+    output_file(args.out)
     data, about = (None, {"data": "synthetic"}) if args.data is None else load_atis(model, args.data)
     if args.data is not None:
         about = {"data": args.data, **{k: v for k, v in about.items() if k != "intents"},
@@ -48,6 +54,8 @@ def main(args: argparse.Namespace) -> int:
     with progress(args.steps, f"{model.name} on {args.sim}", enabled=not args.json) as bar:
         r = run_training(model, config, args.steps, seed=args.seed, sim=args.sim, advance=bar, data=data)
     seconds = time.perf_counter() - t0
+    if args.out:
+        np.savez(args.out, **r.params)
     result = {"model": args.model, "name": model.name, "sim": args.sim, "seed": args.seed, **about, **r.summary(),
               "seconds": round(seconds, 3)}
     if args.json:
