@@ -122,10 +122,17 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         retries.append(_Policy(relayout, False, v["stationary"]))
     if relayout == "auto" and best.relayouts:
         retries.append(_Policy("onchip", k_split, v["stationary"]))
-    for policy in retries:
+    runs = [(policy, v["views"]) for policy in retries]
+    # An on-chip re-layout (or a view, or a stationary step) chosen step by step can still lose over the
+    # whole layer to the plain program: every re-layout through the host, output-stationary, no views
+    # (UCF TR-14 fp: 305,189 cycles against 308,291, SIGMA's count), at both lookaheads. Only where the
+    # caller left those choices to the compiler.
+    if relayout == "auto" and best.onchip_relayouts and stationary is None and views is None:
+        runs += [(_Policy("host", k_split, False, la), False) for la in (_Policy().lookahead, WIDE_LOOKAHEAD)]
+    for policy, vw in runs:
         try:
             progs += _variants(spec, phase, config, paths, reuse, align, v["pad"], v["pieces"], policy,
-                               v["pieces_by"], v["views"], v["fuse"])
+                               v["pieces_by"], vw, v["fuse"])
         except CompileError:
             continue
     return min(progs, key=_rank(config))
