@@ -22,9 +22,10 @@ FP32 master weights, :func:`sim.bf16.f32_add` of :func:`sim.bf16.bf16_mul`): the
 counted (``host_elements``), not timed. Cycles are the sum of the runs' end-to-end cycles
 (compute plus DRAM stalls, :mod:`gen.design.timing`); nothing overlaps between runs.
 
-The data are synthetic (:func:`synthetic_data`): ``samples`` token sequences drawn from the seed, token
-0 is the ``[CLS]`` token (index 0) and the intent label is ``token[1] mod classes`` (the word after it
-names the intent), so the task is learnable; steps cycle through the set.
+The data are synthetic unless given (:func:`synthetic_data`): ``samples`` token sequences drawn from the
+seed, token 0 is the ``[CLS]`` token (index 0) and the intent label is ``token[1] mod classes`` (the word
+after it names the intent), so the task is learnable; steps cycle through the set
+(:func:`gen.workload.transformer.load_atis` reads real ATIS files instead).
 """
 
 from __future__ import annotations
