@@ -8,7 +8,8 @@
   (hypothesis); 12 SGD steps' losses and final parameters too; the ATIS file loader;
 * the loss of the tiny model falls over 100 steps, as the float64 reference's does;
 * the CLI's JSON (INTERFACES section 5) adds up;
-* one whole step with every run replayed on Verilator (the default design) equals the emulator.
+* one whole step with every run replayed on Verilator (the default design) equals the emulator; on
+  Icarus with the small configuration too (``-m slow``).
 
 Bounds: ``u = 2**-9`` is bfloat16's unit roundoff. Every accelerator operand is rounded once per stage;
 the deepest gradient path of the one-encoder model crosses ~8 such roundings, so the loss and the
@@ -247,6 +248,17 @@ def test_tiny_step_rtl_equals_emulator():
     config = FettaConfig()
     emu = run_training(tiny, config, 1, seed=0)
     rtl = run_training(tiny, config, 1, seed=0, sim="verilator")
+    assert rtl.losses == emu.losses and rtl.step_cycles == emu.step_cycles
+    assert all(np.array_equal(rtl.params[k], emu.params[k]) for k in emu.params)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_tiny_step_icarus_small_config():
+    """The same on Icarus, with the small configuration (4 CEs of 2 x 2; ~2 min)."""
+    tiny, config = load_model(TINY), load_config(ROOT / "configs" / "small.toml")
+    emu = run_training(tiny, config, 1, seed=0)
+    rtl = run_training(tiny, config, 1, seed=0, sim="icarus")
     assert rtl.losses == emu.losses and rtl.step_cycles == emu.step_cycles
     assert all(np.array_equal(rtl.params[k], emu.params[k]) for k in emu.params)
 
