@@ -23,16 +23,9 @@ jax.config.update("jax_platforms", "cpu")
 LINEARS = ("q", "k", "v", "o", "ffn1", "ffn2")
 
 
-def tt_weight(cores, in_modes, out_modes):
-    """``W [I, O]`` of a ``tt`` layer: ``G_0[:, i_0, :] @ ... @ G_{D-1}[:, i_{D-1}, :]``."""
-    w = cores[0][0]                                   # [n_0, r_1]
-    for g in cores[1:]:
-        w = jnp.einsum("ar,rbs->abs", w, g).reshape(-1, g.shape[2])
-    return w.reshape(math.prod(in_modes), math.prod(out_modes))
-
-
 def tr_weight(cores, in_modes, out_modes):
-    """``W [I, O]`` of a ``tr`` layer: the trace of ``G_0[:, i_0, :] @ ... @ G_{D-1}[:, i_{D-1}, :]``."""
+    """``W [I, O]`` of a ``tr`` layer: the trace of ``G_0[:, i_0, :] @ ... @ G_{D-1}[:, i_{D-1}, :]``; a ``tt``
+    layer is the case ``r_0 = r_D = 1``."""
     w = cores[0]                                      # [r_0, n_0, r_1]
     for g in cores[1:]:
         w = jnp.einsum("anr,rbs->anbs", w, g).reshape(w.shape[0], -1, g.shape[2])
@@ -41,7 +34,7 @@ def tr_weight(cores, in_modes, out_modes):
 
 def weight(spec, cores):
     """``W`` of a ``tt``, ``tr`` or ``ttm`` layer spec from its cores (INTERFACES section 1)."""
-    build = {"tt": tt_weight, "tr": tr_weight, "ttm": ttm_weight}[spec.format]
+    build = {"tt": tr_weight, "tr": tr_weight, "ttm": ttm_weight}[spec.format]
     return build(cores, spec.in_modes, spec.out_modes)
 
 

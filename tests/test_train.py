@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from gen.cli import main as cli_main
 from gen.design.config import FettaConfig, load_config
-from gen.errors import SpecError
+from gen.errors import SpecError, UsageError
 from gen.toolflow import nonlinear as nl
 from gen.toolflow.train import Accelerator, forward_backward, init_params, run_training, synthetic_data
 from gen.workload.transformer import embedding_networks, load_model, parse_model, token_factors
@@ -293,12 +293,12 @@ def test_atis_loader(tmp_path, tiny):
     assert len(r.losses) == 2 and all(math.isfinite(x) for x in r.losses)
 
 
-@pytest.mark.parametrize("sents,labels,field", [
-    (["a b", "c"], ["x"], "--data"),
-    (["a", "b", "c", "d", "e"], ["i1", "i2", "i3", "i4", "i5"], "classes"),
+@pytest.mark.parametrize("sents,labels,error,field", [
+    (["a b", "c"], ["x"], UsageError, "--data"),
+    (["a", "b", "c", "d", "e"], ["i1", "i2", "i3", "i4", "i5"], SpecError, "classes"),
 ])
-def test_atis_loader_errors(tmp_path, tiny, sents, labels, field):
+def test_atis_loader_errors(tmp_path, tiny, sents, labels, error, field):
     from gen.workload.transformer import load_atis
-    with pytest.raises(SpecError) as exc:
+    with pytest.raises(error) as exc:
         load_atis(tiny, _atis(tmp_path, sents, labels))
     assert exc.value.field == field

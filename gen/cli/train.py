@@ -46,10 +46,10 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("fetta train runs in bf16; int16 is for dataflow bring-up", field="datatype")
     model = load_model(args.model)
     output_file(args.out)
-    data, about = (None, {"data": "synthetic"}) if args.data is None else load_atis(model, args.data)
+    data, about = None, {"data": "synthetic"}
     if args.data is not None:
-        about = {"data": args.data, **{k: v for k, v in about.items() if k != "intents"},
-                 "intents": len(about["intents"])}
+        data, summary = load_atis(model, args.data)
+        about = {"data": args.data, **summary, "intents": len(summary["intents"])}
     t0 = time.perf_counter()
     with progress(args.steps, f"{model.name} on {args.sim}", enabled=not args.json) as bar:
         r = run_training(model, config, args.steps, seed=args.seed, sim=args.sim, advance=bar, data=data)

@@ -9,7 +9,7 @@ the ping-pong and not counted).
 
 Layouts in a half (row addresses, one row = ``lanes`` elements), for a pass
 covering ``Mc`` rows of A / Y and ``Nc`` columns of B / Y, ``MB = Mc / 4`` and
-``NB = Nc / 4`` (blocks of 4 = ``ce_rows`` = ``ce_cols`` = ``lanes``):
+``NB = Nc / 4`` (blocks of 4 = ``ce_rows`` = ``ce_cols`` = ``lanes``; the same with any ``lanes``):
 
 * A (``IA``): row ``a0 + (l1*Kc + k)*gm*gk + im*gk + ik`` holds ``A[4mb .. 4mb+3, ik*Kc + k]``,
   ``mb = l1*gm + im`` (A transposed in blocks of 4; ``Kc = Kp / gk`` is the depth of one CE);
@@ -66,7 +66,7 @@ class Pass:
     y_pitch: int
     NB: int
     #: elements per row (``config.lanes``): the rows of a block of ``lanes`` result rows
-    lanes: int = 4
+    lanes: int
 
     @property
     def words(self) -> list[int]:

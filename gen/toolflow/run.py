@@ -48,6 +48,18 @@ def trace_files(trace, phases) -> dict:
     return {ph: trace.with_name(f"{trace.stem}.{ph}{trace.suffix}") for ph in phases}
 
 
+def run_plan(config, plan, sim: str, advance=None, trace=None, what: str = ""):
+    """A dense GEMM plan on ``sim``: ``(Y, timeline, tcu_macs)``, the timeline end to end
+    (:meth:`GemmPlan.timeline`) once ``sim``'s compute cycles are found equal to the plan's static
+    timing (:class:`ExecutionError` otherwise; ``what`` prefixes its message)."""
+    Y, c, tm = run_gemm(config, plan, sim, advance=advance, trace=trace)
+    t = plan.timeline(config)
+    if t.compute_cycles != c:
+        raise ExecutionError(f"{what}{sim} ran {c} compute cycles, the plan's static timing says "
+                             f"{t.compute_cycles}", field="program")
+    return Y, t, tm
+
+
 def run_dense(config, inputs, phases, sim: str, show_progress: bool = False, trace=None) -> dict:
     """The GEMM of each phase of a ``dense`` layer, tiled by :mod:`gen.compiler.gemm`, executed on ``sim``:
     ``results`` (npz key -> float32 array), ``cycles`` (end to end: compute and the DRAM stalls of
@@ -61,14 +73,10 @@ def run_dense(config, inputs, phases, sim: str, show_progress: bool = False, tra
         key, operands = PHASES[phase]
         plan = plan_gemm(config, *operands(inputs))
         with progress(len(plan.passes), f"{phase} on {sim}", enabled=show_progress) as bar:
-            Y, c, tm = run_gemm(config, plan, sim, advance=bar, trace=traces.get(phase))
-        t = plan.timeline(config)
-        if t.compute_cycles != c:
-            raise ExecutionError(f"{phase}: {sim} ran {c} compute cycles, the plan's static timing says "
-                                 f"{t.compute_cycles}", field="program")
+            Y, t, tm = run_plan(config, plan, sim, advance=bar, trace=traces.get(phase), what=f"{phase}: ")
         r["results"][key] = Y.astype(np.float32)
         r["cycles"] += t.cycles
-        r["compute_cycles"] += c
+        r["compute_cycles"] += t.compute_cycles
         r["dram_stall_cycles"] += t.dram_stall_cycles
         r["dram_bytes"] += t.dram_bytes
         for p in plan.passes:
@@ -94,4 +102,4 @@ def run_compiled_layer(spec, phase: str, config, inputs, sim: str, show_progress
     return prog, ex, rtl
 
 
-__all__ = ["SIMS", "PHASES", "phases_of", "max_rel_err", "trace_files", "run_dense", "run_compiled_layer"]
+__all__ = ["SIMS", "PHASES", "phases_of", "max_rel_err", "trace_files", "run_plan", "run_dense", "run_compiled_layer"]

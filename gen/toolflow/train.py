@@ -42,7 +42,8 @@ from gen.compiler.phases import compile_networks, fastest_paths
 from gen.compiler.gemm import plan_gemm
 from gen.design.config import FettaConfig
 from gen.toolflow import nonlinear as nl
-from gen.toolflow.execute import ExecutionError, execute, rtl_check, run_gemm
+from gen.toolflow.execute import execute, rtl_check
+from gen.toolflow.run import run_plan
 from gen.search.csse import best_path
 from gen.workload.network import path_macs
 from gen.workload.transformer import (ATTENTION_STAGES, LINEARS, TransformerSpec, attention_networks, embedding_networks,
@@ -138,14 +139,18 @@ class Accelerator:
     def embedding(self, spec, phase: str, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The embedding's ``fp`` (``Y``) or ``wg`` (``dcore_k``) networks on ``operands`` (``E_k``,
         ``dY``, ``core_k``)."""
-        fp, wg = embedding_networks(spec)
-        return self.networks("embedding", (replace(spec, name="layer"), phase), [fp] if phase == "fp" else wg,
-                             operands, search=True)
+        def nets():
+            fp, wg = embedding_networks(spec)
+            return [fp] if phase == "fp" else wg
+        return self.networks("embedding", (replace(spec, name="layer"), phase), nets, operands, search=True)
 
-    def networks(self, kind: str, key, nets, operands: dict[str, np.ndarray], search: bool = False) -> dict[str, np.ndarray]:
-        """The results of ``nets`` compiled together as one program (cached under ``key``) on ``operands``;
-        ``search``: along the trees of :func:`gen.compiler.phases.fastest_paths` instead of the MAC-optimal ones."""
+    def networks(self, kind: str, key, make: Callable[[], list], operands: dict[str, np.ndarray],
+                 search: bool = False) -> dict[str, np.ndarray]:
+        """The results of the networks ``make()`` builds, compiled together as one program (built and
+        compiled once, cached under ``key``), on ``operands``; ``search``: along the trees of
+        :func:`gen.compiler.phases.fastest_paths` instead of the MAC-optimal ones."""
         if key not in self._programs:
+            nets = make()
             paths = fastest_paths(nets, self.config) if search else None
             self._programs[key] = compile_networks(nets, self.config, paths=paths)
             # useful MACs: those of the MAC-optimal trees, whichever tree runs
@@ -165,39 +170,37 @@ class Accelerator:
     def matmul(self, kind: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """``A @ B`` as a dense GEMM (operands rounded to bfloat16)."""
         plan = plan_gemm(self.config, round_to_bf16_f32(A), round_to_bf16_f32(B))
-        Y, c, tm = run_gemm(self.config, plan, self.sim)
-        t = plan.timeline(self.config)
-        if t.compute_cycles != c:
-            raise ExecutionError(f"{self.sim} ran {c} compute cycles, the plan's static timing says "
-                                 f"{t.compute_cycles}", field="program")
-        self.cost.add(kind, cycles=t.cycles, compute_cycles=c, dram_stall_cycles=t.dram_stall_cycles,
+        Y, t, tm = run_plan(self.config, plan, self.sim)
+        self.cost.add(kind, cycles=t.cycles, compute_cycles=t.compute_cycles, dram_stall_cycles=t.dram_stall_cycles,
                       dram_bytes=t.dram_bytes, macs=plan.macs, tcu_macs=tm, runs=len(plan.passes))
         return np.asarray(Y, np.float32)
 
 
 def _cores(params, prefix: str, n: int) -> dict[str, np.ndarray]:
-    # the accelerator computes with the bfloat16 copy of the FP32 master weights (the vector unit's
-    # narrow output of the update)
-    return {f"core_{k}": f32_to_bf16(params[f"{prefix}.core_{k}"]).astype(np.float32) for k in range(n)}
+    # the FP32 master weights; the accelerator computes with their bfloat16 copy (Accelerator rounds every
+    # operand, as the vector unit's narrow output of the update would hold them)
+    return {f"core_{k}": params[f"{prefix}.core_{k}"] for k in range(n)}
 
 
 def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str, np.ndarray],
                      tokens: np.ndarray, label: int) -> tuple[float, dict[str, np.ndarray]]:
-    """Loss and gradients (float32, bfloat16 values) of one sample (module docstring)."""
+    """Loss and gradients (float32, bfloat16 values) of one sample (module docstring). Every array the
+    host's elementwise work makes is counted in ``acc.cost.host_elements`` (``ops`` operations each)."""
     S, H, dh = model.seq, model.heads, model.head_dim
     heads = (S, H, dh)                # a [seq, d_model] activation read per head
     scale = np.float32(1 / math.sqrt(dh))
-    host = 0
     emb_n = len(model.embedding.core_shapes())
-    att = attention_networks(model)
+
+    def host(x: np.ndarray, ops: int = 1) -> np.ndarray:
+        acc.cost.host_elements += ops * x.size
+        return x
 
     def attend(stage: str, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return acc.networks("attention", ("attention", model.seq, model.heads, dh, stage),
-                            [att[t] for t in ATTENTION_STAGES[stage]], operands)
+        return acc.networks("attention", ("attention", S, H, dh, stage),
+                            lambda: [attention_networks(model)[t] for t in ATTENTION_STAGES[stage]], operands)
     factors = token_factors(model.embedding, tokens)
     emb = _cores(params, "emb", emb_n)
-    z = acc.embedding(model.embedding, "fp", {**factors, **emb})["Y"] + params["pos"]
-    host += z.size
+    z = host(acc.embedding(model.embedding, "fp", {**factors, **emb})["Y"] + params["pos"])
     saved = []
     for e in range(model.encoders):
         cores = {kind: _cores(params, f"enc{e}.{kind}", len(model.layer(kind).core_shapes())) for kind in LINEARS}
@@ -207,19 +210,19 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
         x = z
         q, k, v = fp("q", x), fp("k", x), fp("v", x)
         scores = attend("scores", {"Q": q.reshape(heads), "K": k.reshape(heads)})["S"]
-        probs = nl.softmax(scores * scale)                                        # [H, S, S]
+        probs = host(nl.softmax(host(scores * scale)))                            # [H, S, S]
         ctx = attend("context", {"P": probs, "V": v.reshape(heads)})["C"].reshape(S, H * dh)
-        r1 = fp("o", ctx) + x
-        y1 = nl.layer_norm(r1)
+        r1 = host(fp("o", ctx) + x)
+        y1 = host(nl.layer_norm(r1))
         f1 = fp("ffn1", y1)
-        g = nl.gelu(f1)
-        r2 = fp("ffn2", g) + y1
-        z = nl.layer_norm(r2)
-        host += 3 * H * S * S + 6 * z.size
+        g = host(nl.gelu(f1))
+        r2 = host(fp("ffn2", g) + y1)
+        z = host(nl.layer_norm(r2))
         saved.append((cores, x, q, k, v, probs, ctx, r1, y1, f1, g, r2))
-    cls = f32_to_bf16(params["cls"]).astype(np.float32)
+    cls = params["cls"]
     logits = acc.matmul("classifier", z[:1], cls)
     loss, dlogits = nl.cross_entropy(logits, label)
+    host(dlogits)
     grads = {"cls": acc.matmul("classifier", z[:1].T, dlogits)}
     dz = np.zeros_like(z)
     dz[:1] = acc.matmul("classifier", dlogits, cls.T)
@@ -232,22 +235,20 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
             for c in range(len(spec.core_shapes())):
                 grads[f"enc{e}.{kind}.core_{c}"] = r[f"dcore_{c}"]
             return r["dX"]
-        dr2 = nl.layer_norm_bwd(r2, dz)
-        df1 = nl.gelu_bwd(f1, bp_wg("ffn2", g, dr2))
-        dy1 = dr2 + bp_wg("ffn1", y1, df1)
-        dr1 = nl.layer_norm_bwd(r1, dy1)
+        dr2 = host(nl.layer_norm_bwd(r2, dz))
+        df1 = host(nl.gelu_bwd(f1, bp_wg("ffn2", g, dr2)))
+        dy1 = host(dr2 + bp_wg("ffn1", y1, df1))
+        dr1 = host(nl.layer_norm_bwd(r1, dy1))
         dctx = bp_wg("o", ctx, dr1)
         back = attend("back_p", {"dC": dctx.reshape(heads), "V": v.reshape(heads), "P": probs})
-        ds = nl.softmax_bwd(probs, back["dP"]) * scale
+        ds = host(nl.softmax_bwd(probs, back["dP"]) * scale, ops=2)
         back_s = attend("back_s", {"dS": ds, "Q": q.reshape(heads), "K": k.reshape(heads)})
         dq, dk, dv = (a.reshape(S, H * dh) for a in (back_s["dQ"], back_s["dK"], back["dV"]))
-        dz = dr1 + bp_wg("q", x, dq) + bp_wg("k", x, dk) + bp_wg("v", x, dv)
-        host += 3 * H * S * S + 8 * z.size
+        dz = host(dr1 + bp_wg("q", x, dq) + bp_wg("k", x, dk) + bp_wg("v", x, dv), ops=3)
     grads["pos"] = round_to_bf16_f32(dz)
     wg = acc.embedding(model.embedding, "wg", {**factors, "dY": dz, **emb})
     for c in range(emb_n):
         grads[f"emb.core_{c}"] = wg[f"dcore_{c}"]
-    acc.cost.host_elements += host + logits.size * 4
     return loss, grads
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from gen.errors import SpecError, read_text_file
+from gen.errors import SpecError, UsageError, read_text_file
 from gen.workload.network import Network, Operand, core_operands, physical_modes
 from gen.workload.spec import LayerSpec, parse_spec
 
@@ -232,18 +232,19 @@ def load_atis(model: TransformerSpec, folder: str | Path) -> tuple[list[tuple[np
     a sentence becomes ``[CLS]`` and its first ``seq - 1`` words, padded with ``[PAD]`` (no attention mask:
     padding takes part like any token); intents are numbered by frequency and must number at most
     ``classes``. Returns the samples and a summary (``sentences``, ``words``, ``vocab_covered``,
-    ``intents``, ``truncated``). Raises :class:`SpecError` naming ``--data`` or ``classes``."""
+    ``intents``, ``truncated``). Raises :class:`UsageError` naming ``--data`` (files) or
+    :class:`SpecError` naming ``classes`` (more intents than the model has classes)."""
     root = Path(folder)
     if (root / "train" / "seq.in").is_file():
         root = root / "train"
     texts = {}
     for name in ("seq.in", "label"):
-        texts[name] = read_text_file(root / name, field="--data", error=SpecError).splitlines()
+        texts[name] = read_text_file(root / name, field="--data").splitlines()
     sents, labels = texts["seq.in"], [x.strip() for x in texts["label"]]
     if len(sents) != len(labels):
-        raise SpecError(f"{root}: seq.in has {len(sents)} lines, label {len(labels)}", field="--data")
+        raise UsageError(f"{root}: seq.in has {len(sents)} lines, label {len(labels)}", field="--data")
     if not sents:
-        raise SpecError(f"{root}: no sentences", field="--data")
+        raise UsageError(f"{root}: no sentences", field="--data")
     words = [s.split() for s in sents]
     counts: dict[str, int] = {}
     for ws in words:
