@@ -12,11 +12,10 @@ runs and the max. relative error vs the float64 golden model. ``DRAM floor`` is 
 traffic (inputs read once, results written once: ``gen.compiler.estimate.compulsory_bytes``) and
 ``DRAM-floor bound`` the highest end-to-end utilization any schedule could reach with it,
 ``min(1, (MACs / num_macs) / (floor / bytes_per_cycle))``. ``GEMMs`` counts the GEMM instructions and
-``fetch + drain`` their fixed cycles, ``OVERHEAD + gemm_latency`` each (FETCH / DECODE / CHECK, then the
-CE, reduction network and accumulation pipeline emptying before the next instruction starts: the
-datapath runs one instruction at a time), with its share of the compute cycles; ``bound without it``
-is the utilization of the compute cycles less those (what overlapping instructions in hardware
-could reach on this program, DRAM aside). ``--write-docs`` puts the table into
+``control`` the compute cycles in which no instruction issues (FETCH / DECODE / CHECK of every
+instruction, the waits for a GEMM's drain of :mod:`gen.design.control`, the last drain), with its share
+of the compute cycles; ``bound without it`` is the utilization of the compute cycles less those (what
+prefetching and decoding instructions ahead could reach on this program, DRAM aside). ``--write-docs`` puts the table into
 ``docs/compiler.md`` between the ``layers-table`` markers. Layers that do not compile are listed
 with the reason (never silently dropped).
 
@@ -83,8 +82,9 @@ def _write_doc(begin: str, end: str, table: str) -> None:
 def measure(spec, phase, config):
     from gen.compiler import compile_layer
     from gen.compiler.estimate import compulsory_bytes
-    from gen.design.isa import OVERHEAD, Geometry, Opcode, gemm_latency
-    from gen.design.timing import dram_bytes_per_cycle, transfer_cycles
+    from gen.design.control import issue_cycles
+    from gen.design.isa import Geometry, Opcode, exec_cycles
+    from gen.design.timing import dram_bytes_per_cycle, program_cycles, transfer_cycles
     from gen.toolflow.execute import execute
     from sim.golden import compute, random_inputs
 
@@ -99,8 +99,12 @@ def measure(spec, phase, config):
     floor = compulsory_bytes(spec, phase, config)
     ideal = prog.macs / config.macs                       # cycles with every MAC busy
     bound = min(1.0, ideal / transfer_cycles(floor, dram_bytes_per_cycle(config)))
+    geo = Geometry.of(config)
     gemms = sum(1 for run in prog.runs for ins in run.program if ins.opcode == Opcode.GEMM)
-    fixed = gemms * (OVERHEAD + gemm_latency(Geometry.of(config)))
+    # cycles in which no instruction issues: FETCH / DECODE / CHECK and the waits for drains
+    fixed = sum(program_cycles(run.words, config) - sum(
+        issue_cycles(ins, geo) if ins.opcode == Opcode.GEMM else exec_cycles(ins, geo) for ins in run.program)
+        for run in prog.runs)
     return dict(floor=floor, bound=bound, cycles=ex.cycles, compute=ex.compute_cycles, stall=ex.dram_stall_cycles, macs=prog.macs,
                 util=prog.macs / (ex.cycles * config.macs), cutil=prog.macs / (ex.compute_cycles * config.macs),
                 onchip=prog.onchip_bytes, dram=prog.dram_bytes, relayouts=prog.relayouts,
@@ -137,7 +141,7 @@ def main(argv=None) -> int:
     lines = ["| layer | phase | cycles | compute cycles | DRAM stall cycles | MACs | utilization | compute utilization | "
              "on-chip KiB | DRAM KiB | DRAM floor KiB | DRAM-floor bound | re-layouts host (KiB) / on chip | "
              "batch pieces | TCU MACs per useful MAC | dataflows (steps) | transposes | "
-             "runs | GEMMs | fetch + drain cycles (share) | bound without it | model vs emulator | max rel. err | "
+             "runs | GEMMs | control cycles (share) | bound without it | model vs emulator | max rel. err | "
              "compile + emulator s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     blank = " |" * 21

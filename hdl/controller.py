@@ -33,13 +33,13 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig
-from gen.design.isa import (BOUND_BITS, CE_MODE, INSTR_BITS, LAYOUT, LOG_GRID_BITS, STRIDE_BITS, CEMode, Dataflow,
-                            ErrorCode, Flag, Geometry, Opcode, VecOp)
+from gen.design.isa import (ADDR_BITS, BOUND_BITS, CE_MODE, INSTR_BITS, LAYOUT, LOG_GRID_BITS, STRIDE_BITS, CEMode,
+                            Dataflow, ErrorCode, Flag, Geometry, Opcode, VecOp)
 
 from hdl.red_net import MODE_BITS, SwitchMode
 from hdl.sequencer import tile_step_shape
 
-__all__ = ["Decoder", "flag"]
+__all__ = ["Decoder", "flag", "offset_bits"]
 
 #: largest value of a ``log_g*`` field: a grid side is at most ``2**MAX_LOG_GRID``
 MAX_LOG_GRID = (1 << LOG_GRID_BITS) - 1
@@ -48,6 +48,12 @@ MAX_LOG_GRID = (1 << LOG_GRID_BITS) - 1
 def flag(flags: Value, which: Flag) -> Value:
     """The bit of the ``flags`` field that holds the one-bit flag ``which``."""
     return flags[int(which).bit_length() - 1]
+
+
+def offset_bits(config: FettaConfig) -> int:
+    """Width of a spatial row offset ``im * sm + in * sn + ik * sr`` (``im, in, ik < num_ces``:
+    three products, two carries)."""
+    return max(1, (config.num_ces - 1).bit_length()) + STRIDE_BITS + 2
 
 
 def _exact(m: Module, name: str, expr) -> Signal:
@@ -87,6 +93,9 @@ class Decoder(wiring.Component):
         (:func:`gen.design.isa.loads`, :func:`gen.design.isa.vec_delay`).
     out_rows : Out(BOUND_BITS)
         Result rows a CE emits per tile (:func:`gen.design.isa.out_rows`).
+    a_max, b_max, wb_max : Out(ADDR_BITS)
+        A GEMM's last unified row read for IA / IB and written back (:func:`gen.design.isa.read_max`,
+        ``w_base`` + :func:`gen.design.isa.out_max`); exact for an instruction that passes its checks.
     error : Out(ErrorCode)
         :func:`gen.design.isa.check` of the word.
 
@@ -100,14 +109,14 @@ class Decoder(wiring.Component):
         self._geo = Geometry.of(config)
         E = config.num_ces
         self._ce_index = unsigned(max(1, (E - 1).bit_length()))
-        # im * sm + in * sn + ik * sr with im, in, ik < num_ces: three products, two carries
-        off = self._ce_index.width + STRIDE_BITS + 2
+        off = offset_bits(config)
         steps = tile_step_shape(config)
         members = {"word": In(INSTR_BITS), "load": In(1), "pc_overflow": In(1), "error": Out(ErrorCode),
                    "a_off": Out(off).array(E), "b_off": Out(off).array(E),
                    "o_off": Out(off).array(E), "active": Out(E), "group_active": Out(E),
                    "stationary": Out(1), "horizontal": Out(1), "ce_mode": Out(CEMode),
-                   "loads": Out(steps), "vec_delay": Out(steps), "out_rows": Out(BOUND_BITS)}
+                   "loads": Out(steps), "vec_delay": Out(steps), "out_rows": Out(BOUND_BITS),
+                   "a_max": Out(ADDR_BITS), "b_max": Out(ADDR_BITS), "wb_max": Out(ADDR_BITS)}
         for name, (_, bits) in LAYOUT.items():
             members[f"f_{name}"] = Out(bits)
         super().__init__(members)
@@ -140,6 +149,8 @@ class Decoder(wiring.Component):
                 loads.append(out.eq(sig))
         with m.If(self.load):
             m.d.sync += loads
+        m.d.comb += [self.a_max.eq(maxima["a_max"]), self.b_max.eq(maxima["b_max"]),
+                     self.wb_max.eq(maxima["o_wb_max"])]
         # stage 2 (CHECK): on the registers
         codes = {Opcode.GEMM: self._gemm_checks(m, f, grid, maxima), Opcode.VEC: self._vec_checks(m, f, maxima),
                  Opcode.LOAD: self._move_checks(m, f, maxima)}

@@ -11,8 +11,9 @@ spatial offsets and routes the rows to the memory banks.
 * :class:`ChunkSequencer`: ``LOAD`` / ``STORE`` and ``VEC``: ``rows`` rows per cycle,
   ``K`` cycles, with the addresses delayed along the datapath's pipeline.
 
-Every input but ``start`` (and ``valid`` of :class:`OutputSequencer`) is quasi-static:
-the decoder's fields of the instruction, held for its whole execution. Addresses are
+The inputs of :class:`ChunkSequencer` are quasi-static: the decoder's fields of the instruction,
+held for its whole execution. :class:`GemmIssue` and :class:`OutputSequencer` sample theirs at
+``start``: the controller decodes the next instruction while a GEMM issues and drains. Addresses are
 :data:`gen.design.isa.ADDR_BITS` wide and wrap there; the decoder's checks guarantee
 that every address an instruction uses fits.
 """
@@ -65,7 +66,9 @@ class GemmIssue(wiring.Component):
     Ports
     -----
     start : In(1)
-        Load the bases and start the first tile in the next cycle (the GEMM's CHECK cycle).
+        Load the bases and start the first tile in the next cycle (the GEMM's CHECK cycle); the
+        other inputs are sampled with it, so the controller decodes the next instruction while
+        this one issues, and may start it in the cycle of ``done``.
     K, L0, L1 : In(BOUND_BITS); stationary : In(1); loads, vec_delay : In(tile_step_shape)
         Loop bounds and the dataflow's tile shape (decoder outputs).
     a_base, b_base : In(ADDR_BITS); a_sk, a_sl0, a_sl1, b_sk, b_sl0, b_sl1 : In(STRIDE_BITS)
@@ -75,6 +78,14 @@ class GemmIssue(wiring.Component):
         This cycle's stream flags and the bank index of the temporal addresses, registered:
         they are valid **one cycle later**, with the memory's read data (the TCU's inputs
         of the same names, see :class:`hdl.tcu.TCU`).
+    done : Out(1)
+        The last cycle of the IA walker's last group (combinational): the GEMM has issued
+        (:func:`gen.design.control.issue_cycles` after ``start``); the IB walker ended no later.
+    guard : Out(...)
+        OS: cycles until a tile of depth 1 started now could end without its Psums meeting the
+        last group's in the CEs' drain registers (a register: ``add_latency * (K - 1 + ce_rows) - 2``
+        loaded at a group's first vector, counting down to 0; 0 in IS/WS). A next OS GEMM of depth
+        ``K'`` may start when ``add_latency * (K' - 1) >= guard`` (:class:`gen.design.control.Clock`).
     """
 
     def __init__(self, config: FettaConfig):
@@ -89,13 +100,14 @@ class GemmIssue(wiring.Component):
             "a_row": Out(ADDR_BITS), "b_row": Out(ADDR_BITS),
             "ia_go": Out(1), "ib_go": Out(1), "first": Out(1), "last": Out(1), "swap": Out(1),
             "ib_index": Out(range(config.lanes)),
-            "a_bidx": Out(range(config.banks)), "b_bidx": Out(range(config.banks)),
+            "a_bidx": Out(range(config.banks)), "b_bidx": Out(range(config.banks)), "done": Out(1),
+            "guard": Out(BOUND_BITS + config.add_latency.bit_length() + 1),
         })
 
-    def _walker(self, m, op: str, start, window, period, q):
+    def _walker(self, m, h, op: str, start, window, period, q, done=None):
         """Tile counters and addresses of operand ``op``: ``window`` accesses at the start of every
-        ``period``-cycle group of ``q`` tiles from the cycle after ``start``. Returns (access this
-        cycle, cycle in the group)."""
+        ``period``-cycle group of ``q`` tiles from the cycle after ``start``; drives ``done`` (if
+        given) in the last cycle of the last group. Returns (access this cycle, cycle in the group)."""
         width = len(period)
         issuing = Signal(name=f"{op}_issuing")
         pcnt = Signal(width, name=f"{op}_pcnt")          # cycle within the group
@@ -108,7 +120,7 @@ class GemmIssue(wiring.Component):
         row = getattr(self, f"{op}_row")
         go = Signal(name=f"{op}_go")
         m.d.comb += go.eq(issuing & slot & (pcnt < window))
-        stride = {lv: getattr(self, f"{op}_s{lv}") for lv in ("k", "l0", "l1")}
+        stride = {lv: h[f"{op}_s{lv}"] for lv in ("k", "l0", "l1")}
         # this cycle's access, q cycles later (the same tile's next vector): a delay line
         step = Signal(ADDR_BITS, name=f"{op}_step")
         m.d.comb += step.eq(row + stride["k"])
@@ -116,26 +128,37 @@ class GemmIssue(wiring.Component):
         if self._slots > 1:
             lag_row = delay(m, step, self._slots - 1, f"{op}_lag")
             lag_slot = delay(m, slot, self._slots - 1, f"{op}_lag_slot")
-            later = Mux(self.stationary, step, lag_row)
-            later_slot = Mux(self.stationary, slot, lag_slot)
+            later = Mux(h["stationary"], step, lag_row)
+            later_slot = Mux(h["stationary"], slot, lag_slot)
+        # the tile counters step once per tile, in the first q cycles of a group (combinational
+        # on the registers only: the controller's start may depend on done)
+        n_more, n_t = Signal(name=f"{op}_n_more"), Signal(ADDR_BITS, name=f"{op}_n_t")
+        tile_step = Signal(name=f"{op}_tile_step")
+        l0_wrap = Signal(name=f"{op}_l0_wrap")
+        nxt = r_l1 + stride["l1"]
+        m.d.comb += [n_more.eq(more), n_t.eq(r_t), tile_step.eq((pcnt < q) & more), l0_wrap.eq(l0 == h["L0"] - 1)]
+        with m.If(tile_step):
+            with m.If(l0_wrap):
+                m.d.comb += n_t.eq(nxt)
+                with m.If(l1 == h["L1"] - 1):
+                    m.d.comb += n_more.eq(0)
+            with m.Else():
+                m.d.comb += n_t.eq(r_t + stride["l0"])
+        last = Signal(name=f"{op}_last_cycle")
+        m.d.comb += last.eq(issuing & (pcnt == period - 1) & ~n_more)
+        if done is not None:
+            m.d.comb += done.eq(last)
         with m.If(start):
-            base = getattr(self, f"{op}_base")
+            # the IA walker of IS/WS starts after the cycle of start, from the sampled base
+            base = Mux(self.start, getattr(self, f"{op}_base"), h[f"{op}_base"])
             m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0), more.eq(1), slot.eq(1),
                          r_l1.eq(base), r_t.eq(base), row.eq(base)]
         with m.Elif(issuing):
-            # the tile counters step once per tile, in the first q cycles of a group
-            n_more, n_t = Signal(name=f"{op}_n_more"), Signal(ADDR_BITS, name=f"{op}_n_t")
-            m.d.comb += [n_more.eq(more), n_t.eq(r_t)]
-            with m.If((pcnt < q) & more):
-                with m.If(l0 == self.L0 - 1):
-                    nxt = r_l1 + stride["l1"]
+            with m.If(tile_step):
+                with m.If(l0_wrap):
                     m.d.sync += [l0.eq(0), l1.eq(l1 + 1), r_l1.eq(nxt)]
-                    m.d.comb += n_t.eq(nxt)
-                    with m.If(l1 == self.L1 - 1):
-                        m.d.comb += n_more.eq(0)
                 with m.Else():
                     m.d.sync += l0.eq(l0 + 1)
-                    m.d.comb += n_t.eq(r_t + stride["l0"])
             m.d.sync += [more.eq(n_more), r_t.eq(n_t), pcnt.eq(pcnt + 1)]
             # the next cycle's access: a tile's start in the first q cycles of a group, else lagged
             n_pcnt = Signal(width, name=f"{op}_n_pcnt")
@@ -146,13 +169,20 @@ class GemmIssue(wiring.Component):
                 m.d.sync += [row.eq(later), slot.eq(later_slot)]
             with m.If(pcnt == period - 1):
                 m.d.sync += pcnt.eq(0)
-                with m.If(~n_more):
-                    m.d.sync += issuing.eq(0)
+            with m.If(last):
+                m.d.sync += issuing.eq(0)
         return go, pcnt
 
     def elaborate(self, platform):
         m = Module()
-        K, st, nload = self.K, self.stationary, self.loads
+        # the fields, sampled at start: the cycle of start may be the last one of the previous GEMM
+        h = {}
+        strides = [f"{op}_s{lv}" for op in "ab" for lv in ("k", "l0", "l1")]
+        for name in ("K", "L0", "L1", "stationary", "loads", "a_base", "b_base", *strides):
+            h[name] = Signal.like(getattr(self, name), name=f"held_{name}")
+            with m.If(self.start):
+                m.d.sync += h[name].eq(getattr(self, name))
+        K, st, nload = h["K"], h["stationary"], h["loads"]
         S = self._slots
         # tiles per group: 1 (IS/WS) or add_latency (OS, the PEs' accumulation loop)
         q = Signal(range(S + 1), name="q")
@@ -168,13 +198,22 @@ class GemmIssue(wiring.Component):
         # IS/WS: the IA walker starts vec_delay cycles after the IB walker
         a_wait = Signal.like(self.vec_delay, name="a_wait")
         a_start = Signal(name="a_start")
-        m.d.comb += a_start.eq(Mux(st, a_wait == 1, self.start))
+        m.d.comb += a_start.eq((self.start & ~self.stationary) | (a_wait == 1))
         with m.If(self.start):
-            m.d.sync += a_wait.eq(Mux(st, self.vec_delay, 0))
+            m.d.sync += a_wait.eq(Mux(self.stationary, self.vec_delay, 0))
         with m.Elif(a_wait != 0):
             m.d.sync += a_wait.eq(a_wait - 1)
-        a_go, a_pcnt = self._walker(m, "a", a_start, qk, period, q)
-        b_go, b_pcnt = self._walker(m, "b", self.start, Mux(st, nload, qk), period, q)
+        a_go, a_pcnt = self._walker(m, h, "a", a_start, qk, period, q, done=self.done)
+        # OS: a group's tiles end q * (K - 1) cycles after its start and drain q * ce_rows rows;
+        # guard = cycles until a next tile of depth 1 may end (the drain registers are free)
+        group_start = a_go & (a_pcnt == 0)
+        with m.If(group_start & ~st):
+            m.d.sync += self.guard.eq(S * (K - 1) + S * self._rows - 2)
+        with m.Elif(group_start):
+            m.d.sync += self.guard.eq(0)
+        with m.Elif(self.guard != 0):
+            m.d.sync += self.guard.eq(self.guard - 1)
+        b_go, b_pcnt = self._walker(m, h, "b", self.start, Mux(st, nload, qk), period, q)
         m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt < q),
                      self.last.eq(a_pcnt + q >= qk), self.swap.eq(a_pcnt == 0),
                      self.ib_index.eq(b_pcnt[:len(self.ib_index)]),
@@ -197,7 +236,9 @@ class OutputSequencer(wiring.Component):
     Ports
     -----
     start : In(1)
-        Restart at row 0 of the first tile (the GEMM's CHECK cycle); wins over ``valid``.
+        Restart at row 0 of the first tile (the GEMM's CHECK cycle); wins over ``valid``. The other
+        inputs but ``valid`` are sampled with it and held until the next ``start``, so the
+        controller may decode the next instruction while this GEMM drains.
     valid : In(1)
         A result row arrives (the reduction network's ``red_valid``).
     stationary : In(1)
@@ -222,6 +263,11 @@ class OutputSequencer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        held = {}                                      # the inputs sampled at start
+        for name in ("rows", "L0", "L1", "o_sk", "o_sl0", "o_sl1", "stationary"):
+            held[name] = Signal.like(getattr(self, name), name=f"held_{name}")
+            with m.If(self.start):
+                m.d.sync += held[name].eq(getattr(self, name))
         S = self._slots
         d_row = Signal(BOUND_BITS, name="d_row")
         to_l0 = Signal(BOUND_BITS, name="to_l0")
@@ -234,21 +280,21 @@ class OutputSequencer(wiring.Component):
         n_more, n_t, n_l0nz = Signal(name="n_more"), Signal(ADDR_BITS, name="n_t"), Signal(name="n_l0nz")
         m.d.comb += [n_more.eq(more), n_t.eq(to_t), n_l0nz.eq(to_l0 != 0)]
         with m.If(d_row == 0):
-            with m.If(to_l0 == self.L0 - 1):
-                nxt = to_l1a + self.o_sl1
-                m.d.comb += [n_t.eq(nxt), n_l0nz.eq(0), n_more.eq(to_l1 != self.L1 - 1)]
+            with m.If(to_l0 == held["L0"] - 1):
+                nxt = to_l1a + held["o_sl1"]
+                m.d.comb += [n_t.eq(nxt), n_l0nz.eq(0), n_more.eq(to_l1 != held["L1"] - 1)]
             with m.Else():
-                m.d.comb += [n_t.eq(to_t + self.o_sl0), n_l0nz.eq(1)]
-        last_row = d_row == self.rows - 1
+                m.d.comb += [n_t.eq(to_t + held["o_sl0"]), n_l0nz.eq(1)]
+        last_row = d_row == held["rows"] - 1
         step = Signal(ADDR_BITS, name="o_step")
-        m.d.comb += step.eq(to_r + self.o_sk)
+        m.d.comb += step.eq(to_r + held["o_sk"])
         if S == 1:
             last_slot = Signal(name="last_slot")
             m.d.comb += last_slot.eq(1)
         else:
             slot = Signal(range(S), name="slot")            # tile of the group
             n = Signal(range(S + 1), name="n")              # tiles in the group (known after row 0)
-            q = Mux(self.stationary, 1, S)
+            q = Mux(held["stationary"], 1, S)
             slot_row = [Signal(ADDR_BITS, name=f"slot_row{i}") for i in range(S)]
             slot_l0nz = [Signal(name=f"slot_l0nz{i}") for i in range(S)]
             last_slot = Signal(name="last_slot")
@@ -262,7 +308,7 @@ class OutputSequencer(wiring.Component):
                 m.d.sync += slot.eq(0)
         with m.Elif(self.valid):
             with m.If(d_row == 0):
-                with m.If(to_l0 == self.L0 - 1):
+                with m.If(to_l0 == held["L0"] - 1):
                     m.d.sync += [to_l0.eq(0), to_l1.eq(to_l1 + 1), to_l1a.eq(n_t)]
                 with m.Else():
                     m.d.sync += to_l0.eq(to_l0 + 1)

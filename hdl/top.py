@@ -4,8 +4,11 @@ Registered as ``fetta`` in :data:`hdl.TOPS` (the default top of ``fetta verilog`
 It executes the instruction set of :mod:`gen.design.isa`; :mod:`sim.emulator` is its
 bit- and cycle-exact reference. The host port and its rules are in :class:`Fetta`.
 
-Timing (the rules of :mod:`gen.design.isa`): 1 start cycle, then per instruction FETCH,
-DECODE, CHECK and the execution cycles of :func:`gen.design.isa.exec_cycles`.
+Timing (the rules of :mod:`gen.design.control`): 1 start cycle, then per instruction FETCH,
+DECODE, CHECK and the execution cycles of :func:`gen.design.isa.exec_cycles`; the next FETCH
+follows a GEMM's CHECK, so the next instruction is decoded while the GEMM issues and may start
+when its issue ends (the issue side samples its fields at the start, :meth:`Fetta._issue_context`;
+:class:`hdl.drain.DrainQueue` holds the output side of two GEMMs).
 GEMM pipeline: issue ``k`` (address) -> memory read (1 cycle) -> PE MAC (register)
 -> on the tile's last step the Psum buffer -> drain one row per cycle through the
 reduction tree while the accumulation row is read -> add and write (accumulation
@@ -13,7 +16,7 @@ unit, and the unified memory when ``WB``).
 
 Structure: :class:`hdl.controller.Decoder` checks the instruction; the sequencers of
 :mod:`hdl.sequencer` walk its loops (:class:`~hdl.sequencer.GemmIssue`,
-:class:`~hdl.sequencer.OutputSequencer`, a :class:`~hdl.sequencer.ChunkSequencer` each
+:class:`~hdl.drain.DrainQueue` for the output side, a :class:`~hdl.sequencer.ChunkSequencer` each
 for MOVE and VEC); :class:`Fetta` builds the host port, the per-bank address and data
 multiplexers of both memories, the accumulation path and the FSM, one method each.
 """
@@ -31,8 +34,9 @@ from gen.design.isa import (ADDR_BITS, CYCLE_BITS, HOST_ADDR_BITS, INSTR_BITS, E
 
 from hdl.accum import AccumAdd, Narrow, Widen
 from hdl.controller import Decoder, flag
+from hdl.drain import DrainQueue
 from hdl.memory import AccumMemory, UnifiedMemory, check_memory_config
-from hdl.sequencer import ChunkSequencer, GemmIssue, OutputSequencer
+from hdl.sequencer import ChunkSequencer, GemmIssue
 from hdl.tcu import TCU
 from hdl.vector import VectorUnit, vec_rows
 
@@ -173,7 +177,7 @@ class Fetta(wiring.Component):
         im_w = imem.write_port()
         im_r = imem.read_port()
         m.submodules.gemm = gemm = GemmIssue(cfg)
-        m.submodules.out = out = OutputSequencer(cfg)
+        m.submodules.out = out = DrainQueue(cfg)
         m.submodules.move = move = ChunkSequencer(rows=cfg.banks, stages=1)
         vw = vec_tail(geo)    # the VEC write stage
         m.submodules.vec = vec = ChunkSequencer(rows=geo.vec_rows, stages=vw, u_stages=1)
@@ -190,19 +194,19 @@ class Fetta(wiring.Component):
         # the decoder's outputs are registers loaded in DECODE, held for the whole instruction
         F = {name[2:]: getattr(dec, name) for name in dir(dec) if name.startswith("f_")}
         is_store = F["opcode"] == Opcode.STORE
-        self._tcu_inputs(m, dec, F, gemm, tcu, umem)
+        issue = self._issue_context(m, dec, F, gemm)
+        self._tcu_inputs(m, dec, F, gemm, tcu, umem, issue)
         for seq in (move, vec):
             m.d.comb += [seq.chunks.eq(F["K"]), seq.u_base.eq(F["a_base"]), seq.a_base.eq(F["o_base"]),
                          seq.u_stride.eq(F["a_sk"]), seq.a_stride.eq(F["o_sk"])]
-        self._unified_reads(m, banks, umem, dec, gemm, move, vec, is_store, F)
+        self._unified_reads(m, banks, umem, issue, gemm, move, vec, is_store)
 
-        _drive_fields(m, F, out)
-        m.d.comb += [out.rows.eq(dec.out_rows), out.valid.eq(tcu.red_valid), out.stationary.eq(dec.stationary)]
+        self._drain_inputs(m, dec, F, out, tcu)
         g_addr = [Signal(ADDR_BITS, name=f"o_addr{g}") for g in range(cfg.num_ces)]
         for g in range(cfg.num_ces):
-            m.d.comb += g_addr[g].eq(out.row + dec.o_off[g])
-        self._accum_reads(m, banks, amem, dec, out, g_addr, move, vec, is_store)
-        w_valid, w_final, w_addr, new = self._accumulate(m, banks, amem, tcu, dec, F, out, g_addr)
+            m.d.comb += g_addr[g].eq(out.row + out.h_o_off[g])
+        self._accum_reads(m, banks, amem, out, g_addr, move, vec, is_store)
+        w, new = self._accumulate(m, banks, amem, tcu, out, g_addr)
         mv_narrow, mv_widen = self._move_converters(m, banks, umem, amem, move)
         self._vector(m, banks, umem, amem, vu, vec, F)
 
@@ -210,29 +214,30 @@ class Fetta(wiring.Component):
         wb_addr = []          # unified write-back row of each group's output row
         for g in range(cfg.num_ces):
             wb_addr.append(Signal(ADDR_BITS, name=f"wb_addr{g}"))
-            m.d.comb += wb_addr[g].eq(F["w_base"] + w_addr[g] - F["o_base"])
+            m.d.comb += wb_addr[g].eq(w["w_off"] + w["addr"][g])
         vec_w_addr = []       # VEC write-back rows
         for j, a in enumerate(vec.a_addr[vw]):
             vec_w_addr.append(Signal(ADDR_BITS, name=f"vec_w_addr{j}"))
             m.d.comb += vec_w_addr[j].eq(F["w_base"] + a - F["o_base"])
         # the write ports' sources by priority: a GEMM's write stage, a move's stage 1, a VEC's
-        # stage vec_tail (one instruction runs at a time), then the host (accumulation unit, while idle)
+        # stage vec_tail (a move or a VEC starts once the GEMMs have drained), then the host (accumulation
+        # unit, while idle)
         E, AW, RW = cfg.num_ces, cfg.lanes * cfg.acc_bits, cfg.lanes * cfg.elem_bits
         acc_sources = [
-            (w_valid, [(dec.group_active[g], w_addr[g], new[g][0]) for g in range(E)]),
+            (w["valid"], [(w["group_active"][g], w["addr"][g], new[g][0]) for g in range(E)]),
             (move.valid[1] & ~is_store, [(None, a, d) for a, d in zip(move.a_addr[1], mv_widen)]),
             (vec.valid[vw], [(None, a, vu.o[j * AW:(j + 1) * AW]) for j, a in enumerate(vec.a_addr[vw])]),
             (host_acc_we, [(None, self.host_addr, self.host_wdata)]),
         ]
         unified_sources = [
-            (w_valid & wb, [(dec.group_active[g], wb_addr[g], new[g][1]) for g in range(E)]),
+            (w["valid"] & w["wb"], [(w["group_active"][g], wb_addr[g], new[g][1]) for g in range(E)]),
             (move.valid[1] & is_store, [(None, a, d) for a, d in zip(move.u_addr[1], mv_narrow)]),
             (vec.valid[vw] & wb, [(None, a, vu.o_narrow[j * RW:(j + 1) * RW]) for j, a in enumerate(vec_w_addr)]),
         ]
         self._write_ports(m, banks, amem, acc_sources)
         self._write_ports(m, banks, umem, unified_sources)
 
-        self._fsm(m, run, dec, im_r, gemm, out, move, vec, w_final)
+        self._fsm(m, run, dec, im_r, gemm, out, move, vec)
         return m
 
     def _host_port(self, m, run, banks, umem, amem, im_w):
@@ -273,30 +278,54 @@ class Fetta(wiring.Component):
                      self.host_rdata.eq(Mux(host_sel_q, host_acc_data, umem.host_rdata))]
         return self.host_we & self.host_sel & a_ok
 
-    def _tcu_inputs(self, m, dec, F, gemm, tcu, umem) -> None:
+    def _issue_context(self, m, dec, F, gemm) -> dict:
+        """The fields the issue side of a GEMM reads after its start, sampled in the cycle of
+        ``gemm.start`` (the decoder moves on to the next instruction meanwhile): the per-CE offsets
+        (``a_off``, ``b_off``), ``active``, the operand transposes (``a_tr``, ``b_tr``), for the
+        addresses from the next cycle; and the distribution networks' words and transposes
+        (``net``: ``a_sel``, ``b_sel``, ``a_tr``, ``b_tr``) one cycle later, with the read data."""
+        E = self._cfg.num_ces
+        ctx = {"a_off": [Signal.like(dec.a_off[c], name=f"i_a_off{c}") for c in range(E)],
+               "b_off": [Signal.like(dec.b_off[c], name=f"i_b_off{c}") for c in range(E)],
+               "active": Signal(E, name="i_active"), "a_tr": Signal(name="i_a_tr"), "b_tr": Signal(name="i_b_tr"),
+               "a_sel": Signal.like(F["a_sel"], name="i_a_sel"), "b_sel": Signal.like(F["b_sel"], name="i_b_sel")}
+        with m.If(gemm.start):
+            m.d.sync += [ctx["active"].eq(dec.active), ctx["a_tr"].eq(F["tr"][0]), ctx["b_tr"].eq(F["tr"][1]),
+                         ctx["a_sel"].eq(F["a_sel"]), ctx["b_sel"].eq(F["b_sel"])]
+            m.d.sync += [ctx["a_off"][c].eq(dec.a_off[c]) for c in range(E)]
+            m.d.sync += [ctx["b_off"][c].eq(dec.b_off[c]) for c in range(E)]
+        ctx["net"] = {}
+        for name in ("a_sel", "b_sel", "a_tr", "b_tr"):
+            ctx["net"][name] = Signal.like(ctx[name], name=f"net_{name}")
+            m.d.sync += ctx["net"][name].eq(ctx[name])
+        return ctx
+
+    def _tcu_inputs(self, m, dec, F, gemm, tcu, umem, issue) -> None:
         """GEMM issue: the decoder's fields into :class:`~hdl.sequencer.GemmIssue`, its stream flags
         (one cycle after the addresses, with the read data) and the instruction's network words
-        and CE mode into the TCU, the unified memory's IA / IB read data into the TCU's rows."""
+        (``issue["net"]``, :meth:`_issue_context`) into the TCU, the unified memory's IA / IB read
+        data into the TCU's rows."""
         _drive_fields(m, F, gemm)
         m.d.comb += [gemm.stationary.eq(dec.stationary), gemm.loads.eq(dec.loads),
                      gemm.vec_delay.eq(dec.vec_delay)]
         for name in ("ia_go", "ib_go", "first", "last", "swap", "ib_index", "a_bidx", "b_bidx"):
             m.d.comb += getattr(tcu, name).eq(getattr(gemm, name))
-        m.d.comb += [tcu.a_tr.eq(F["tr"][0]), tcu.b_tr.eq(F["tr"][1]), tcu.o_tr.eq(F["tr"][2])]
-        m.d.comb += [tcu.a_sel.eq(F["a_sel"]), tcu.b_sel.eq(F["b_sel"]), tcu.red_mode.eq(F["red_mode"]),
-                     tcu.mode.eq(dec.ce_mode), tcu.log_gk.eq(F["log_gk"]), tcu.active.eq(dec.active)]
+        for name, sig in issue["net"].items():
+            m.d.comb += getattr(tcu, name).eq(sig)
         for b in range(self._cfg.banks):
             m.d.comb += [tcu.ia_rows[b].eq(umem.ia_data[b]), tcu.ib_rows[b].eq(umem.ib_data[b])]
 
-    def _unified_reads(self, m, banks, umem, dec, gemm, move, vec, is_store, F) -> None:
+    def _unified_reads(self, m, banks, umem, issue, gemm, move, vec, is_store) -> None:
         """The unified memory's IA and IB read addresses, per bank: the first active CE whose
         IA / IB row (temporal row + the CE's offset) is in the bank, or with the operand's
         transpose layer (``tr``) whose block of ``lanes`` rows (from the offset rounded down to
         ``lanes``) covers the bank; a LOAD's or a VEC's rows take the IA port over. Data returns
-        one cycle later (``umem.ia_data``, ``ib_data``)."""
+        one cycle later (``umem.ia_data``, ``ib_data``). The GEMM's fields come from ``issue``
+        (:meth:`_issue_context`)."""
         E, L = self._cfg.num_ces, self._cfg.lanes
         addrs = {}
-        for op, row, offs, tr in (("a", gemm.a_row, dec.a_off, F["tr"][0]), ("b", gemm.b_row, dec.b_off, F["tr"][1])):
+        for op, row in (("a", gemm.a_row), ("b", gemm.b_row)):
+            offs, tr = issue[f"{op}_off"], issue[f"{op}_tr"]
             addrs[op] = [Signal(ADDR_BITS, name=f"i{op}_addr{c}") for c in range(E)]
             for c in range(E):
                 blk = Cat(Const(0, L.bit_length() - 1), offs[c][L.bit_length() - 1:])
@@ -304,9 +333,10 @@ class Fetta(wiring.Component):
         for b in range(banks.count):
             ia_sel = Signal(ADDR_BITS, name=f"ia_sel{b}")
             ib_sel = Signal(ADDR_BITS, name=f"ib_sel{b}")
-            for op, sel, tr in (("a", ia_sel, F["tr"][0]), ("b", ib_sel, F["tr"][1])):
+            for op, sel in (("a", ia_sel), ("b", ib_sel)):
                 # a block starts at a multiple of lanes: its row in bank b is start + b mod lanes
-                cands = [(dec.active[c], Mux(tr, addrs[op][c] + b % L, addrs[op][c])) for c in range(E)]
+                cands = [(issue["active"][c], Mux(issue[f"{op}_tr"], addrs[op][c] + b % L, addrs[op][c]))
+                         for c in range(E)]
                 for addr, in banks.first(m, b, cands):
                     m.d.comb += sel.eq(addr)
             with m.If(move.busy & ~is_store):
@@ -317,7 +347,22 @@ class Fetta(wiring.Component):
                     m.d.comb += ia_sel.eq(addr)
             m.d.comb += [umem.ia_addr[b].eq(banks.index(ia_sel)), umem.ib_addr[b].eq(banks.index(ib_sel))]
 
-    def _accum_reads(self, m, banks, amem, dec, out, g_addr, move, vec, is_store) -> None:
+    def _drain_inputs(self, m, dec, F, out, tcu) -> None:
+        """The decoded GEMM's output-side fields into the :class:`~hdl.drain.DrainQueue`, the result
+        rows of the reduction network, and the queue's held TCU settings into the TCU (they must
+        not change while rows of a GEMM are in flight)."""
+        _drive_fields(m, F, out)
+        m.d.comb += [out.rows.eq(dec.out_rows), out.valid.eq(tcu.red_valid), out.stationary.eq(dec.stationary),
+                     out.group_active.eq(dec.group_active), out.acc.eq(flag(F["flags"], Flag.ACC)),
+                     out.acc_l0.eq(flag(F["flags"], Flag.ACC_L0)), out.wb.eq(flag(F["flags"], Flag.WB)),
+                     out.wb_max.eq(dec.wb_max), out.a_max.eq(dec.a_max), out.b_max.eq(dec.b_max),
+                     out.ce_mode.eq(dec.ce_mode), out.active.eq(dec.active), out.o_tr.eq(F["tr"][2])]
+        for g in range(self._cfg.num_ces):
+            m.d.comb += out.o_off[g].eq(dec.o_off[g])
+        m.d.comb += [tcu.mode.eq(out.t_ce_mode), tcu.red_mode.eq(out.t_red_mode), tcu.log_gk.eq(out.t_log_gk),
+                     tcu.active.eq(out.t_active), tcu.o_tr.eq(out.t_o_tr)]
+
+    def _accum_reads(self, m, banks, amem, out, g_addr, move, vec, is_store) -> None:
         """The accumulation unit's read addresses, per bank, by priority: the output rows of a
         GEMM's reduction beat (``g_addr``, read-modify-write), a STORE's or a VEC's rows, else the
         host. Data returns one cycle later (``amem.r_data``)."""
@@ -325,7 +370,7 @@ class Fetta(wiring.Component):
         for b in range(banks.count):
             r_sel = Signal(ADDR_BITS, name=f"acc_rsel{b}")
             with m.If(out.valid):
-                for addr, in banks.first(m, b, [(dec.group_active[g], g_addr[g]) for g in range(E)]):
+                for addr, in banks.first(m, b, [(out.h_group_active[g], g_addr[g]) for g in range(E)]):
                     m.d.comb += r_sel.eq(addr)
             with m.Elif(move.busy & is_store):
                 for addr, in banks.first(m, b, [(None, a) for a in move.a_addr[0]]):
@@ -337,36 +382,38 @@ class Fetta(wiring.Component):
                 m.d.comb += r_sel.eq(self.host_addr)
             m.d.comb += amem.r_addr[b].eq(banks.index(r_sel))
 
-    def _accumulate(self, m, banks, amem, tcu, dec, F, out, g_addr):
+    def _accumulate(self, m, banks, amem, tcu, out, g_addr):
         """The accumulation path of a GEMM: the write stage registers the reduction beat
-        (``red[g]`` of each group, its output row ``g_addr[g]``, ``ACC`` / ``ACC_L0``) while the
-        old rows are read; then per group an :class:`~hdl.accum.AccumAdd` and a
-        :class:`~hdl.accum.Narrow` (combinational) give the new accumulation row and its
-        unified-memory form, written at the end of the write stage.
+        (``red[g]`` of each group, its output row ``g_addr[g]``, ``ACC`` / ``ACC_L0``, and the
+        head context's write-back fields) while the old rows are read; then per group an
+        :class:`~hdl.accum.AccumAdd` and a :class:`~hdl.accum.Narrow` (combinational) give the new
+        accumulation row and its unified-memory form, written at the end of the write stage.
 
-        Returns ``(w_valid, w_final, w_addr, new)``: the write stage holds a beat / the GEMM's last
-        one, its rows per group, and per group ``(accumulation row, narrowed row)``.
+        Returns ``(w, new)``: the write stage's registers (``valid``, ``addr`` and ``group_active``
+        per group, ``wb``, ``w_off`` = ``w_base - o_base``) and per group ``(accumulation row,
+        narrowed row)``.
         """
         cfg = self._cfg
         E, AW = cfg.num_ces, cfg.lanes * cfg.acc_bits
-        w_valid = Signal(name="w_valid")
-        w_final = Signal(name="w_final")
+        w = {"valid": Signal(name="w_valid"), "wb": Signal(name="w_wb"), "w_off": Signal(ADDR_BITS, name="w_off"),
+             "group_active": Signal(E, name="w_group_active"),
+             "addr": [Signal(ADDR_BITS, name=f"w_oaddr{g}") for g in range(E)]}
         w_acc = Signal(name="w_acc")
         w_psum = [Signal(AW, name=f"w_psum{g}") for g in range(E)]
-        w_addr = [Signal(ADDR_BITS, name=f"w_oaddr{g}") for g in range(E)]
-        m.d.sync += [w_valid.eq(out.valid), w_final.eq(out.final),
-                     w_acc.eq(flag(F["flags"], Flag.ACC) | (flag(F["flags"], Flag.ACC_L0) & out.later_l0))]
+        m.d.sync += [w["valid"].eq(out.valid), w_acc.eq(out.h_acc | (out.h_acc_l0 & out.later_l0)),
+                     w["wb"].eq(out.h_wb), w["w_off"].eq(out.h_w_base - out.h_o_base),
+                     w["group_active"].eq(out.h_group_active)]
         for g in range(E):
-            m.d.sync += [w_psum[g].eq(tcu.red[g]), w_addr[g].eq(g_addr[g])]
+            m.d.sync += [w_psum[g].eq(tcu.red[g]), w["addr"][g].eq(g_addr[g])]
         new = []
         for g in range(E):
             m.submodules[f"accadd{g}"] = add = self._parts["accadd"](cfg)
-            old = banks.select(m, Signal(AW, name=f"acc_old{g}"), banks.of(w_addr[g]), amem.r_data)
+            old = banks.select(m, Signal(AW, name=f"acc_old{g}"), banks.of(w["addr"][g]), amem.r_data)
             m.d.comb += [add.old.eq(old), add.psum.eq(w_psum[g]), add.acc.eq(w_acc)]
             m.submodules[f"narrow{g}"] = nar = self._parts["narrow"](cfg)
             m.d.comb += nar.a.eq(add.o)
             new.append((add.o, nar.o))
-        return w_valid, w_final, w_addr, new
+        return w, new
 
     def _move_converters(self, m, banks, umem, amem, move):
         """The format converters of LOAD / STORE, one per row of a chunk, on the read data of the
@@ -408,14 +455,22 @@ class Fetta(wiring.Component):
                     for addr, data in banks.first(m, b, rows):
                         banks.write(m, mem, b, addr, data)
 
-    def _fsm(self, m, run, dec, im_r, gemm, out, move, vec, w_final) -> None:
+    def _fsm(self, m, run, dec, im_r, gemm, out, move, vec) -> None:
         """The controller FSM: IDLE / HALTED wait for ``start``; per instruction FETCH (read the
         instruction memory), DECODE (the decoder registers the word and its stage 1: offsets,
         dataflow, range maxima), CHECK (the decoder's stage 2 error code: end the run, or start
-        the instruction's sequencers), then GEMM / MOVE / VEC until the sequencer's
-        last row is written. One state per cycle except the execution states."""
+        the instruction's sequencers), then MOVE or VEC until the last row is written; after a
+        GEMM's CHECK the next FETCH follows at once (the GEMM issues and drains meanwhile). CHECK
+        waits as :mod:`gen.design.control` states: a GEMM that may overlap the GEMMs in flight for
+        the last cycle of the previous one's issue and a free output context, anything else until
+        every GEMM has written its last row."""
         m.d.comb += im_r.addr.eq(run.pc)
         op = dec.f_opcode
+        issuing = Signal(name="issuing")      # a GEMM's tiles are being issued (GemmIssue busy)
+        with m.If(gemm.start):
+            m.d.sync += issuing.eq(1)
+        with m.Elif(gemm.done):
+            m.d.sync += issuing.eq(0)
         with m.FSM(name="ctrl"):
             def wait_for_start():
                 with m.If(self.start):
@@ -438,25 +493,31 @@ class Fetta(wiring.Component):
                 m.next = "CHECK"
             with m.State("CHECK"):
                 with m.If(dec.error != ErrorCode.NONE):
-                    m.d.sync += [run.error.eq(dec.error), run.busy.eq(0), run.done.eq(1)]
-                    m.next = "HALTED"
-                with m.Elif(op == Opcode.HALT):
-                    m.d.sync += [run.busy.eq(0), run.done.eq(1)]
-                    m.next = "HALTED"
+                    with m.If(out.idle):
+                        m.d.sync += [run.error.eq(dec.error), run.busy.eq(0), run.done.eq(1)]
+                        m.next = "HALTED"
                 with m.Elif(op == Opcode.GEMM):
-                    m.d.comb += [gemm.start.eq(1), out.start.eq(1)]
-                    m.next = "GEMM"
-                with m.Elif((op == Opcode.LOAD) | (op == Opcode.STORE)):
-                    m.d.comb += move.start.eq(1)
-                    m.next = "MOVE"
-                with m.Elif(op == Opcode.VEC):
-                    m.d.comb += vec.start.eq(1)
-                    m.next = "VEC"
-                with m.Else():
-                    m.d.sync += run.pc.eq(run.pc + 1)
-                    m.next = "FETCH"
-            # an instruction ends when its last row is written
-            for state, last in (("GEMM", w_final), ("MOVE", move.last[1]), ("VEC", vec.last[vec_tail(self._geo)])):
+                    # the issue side is free from the last cycle of the previous GEMM's issue
+                    os_ok = (dec.f_K - 1) * self._cfg.add_latency >= gemm.guard
+                    with m.If((~issuing | gemm.done) & (out.idle | out.overlap) & os_ok):
+                        m.d.comb += [gemm.start.eq(1), out.start.eq(1)]
+                        m.d.sync += run.pc.eq(run.pc + 1)
+                        m.next = "FETCH"
+                with m.Elif(out.idle):
+                    with m.If(op == Opcode.HALT):
+                        m.d.sync += [run.busy.eq(0), run.done.eq(1)]
+                        m.next = "HALTED"
+                    with m.Elif((op == Opcode.LOAD) | (op == Opcode.STORE)):
+                        m.d.comb += move.start.eq(1)
+                        m.next = "MOVE"
+                    with m.Elif(op == Opcode.VEC):
+                        m.d.comb += vec.start.eq(1)
+                        m.next = "VEC"
+                    with m.Else():
+                        m.d.sync += run.pc.eq(run.pc + 1)
+                        m.next = "FETCH"
+            # a move or a VEC ends its state when its last row is written
+            for state, last in (("MOVE", move.last[1]), ("VEC", vec.last[vec_tail(self._geo)])):
                 with m.State(state):
                     with m.If(last):
                         m.d.sync += run.pc.eq(run.pc + 1)

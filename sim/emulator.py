@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gen.design.config import FettaConfig
-from gen.design.isa import (OVERHEAD, START_CYCLES, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode,
-                            interleave, exec_cycles, gemm_macs, group_offsets, horizontal, loads, stationary, transposed)
+from gen.design.control import Clock
+from gen.design.isa import (ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode, interleave, gemm_macs,
+                            group_offsets, horizontal, loads, stationary, transposed)
 
 from sim import bf16 as fp
 from sim.vector_ref import vec_ref
@@ -94,22 +95,22 @@ class Emulator:
     # --- execution -----------------------------------------------------------------
     def run(self, half: int = 0) -> RunResult:
         """Execute the program from pc 0 on ping-pong half ``half`` until HALT or an error."""
-        cycles = START_CYCLES
+        clock = Clock(self.geo)
         macs = 0
         pc = 0
         n = 0
         while True:
             if pc >= self.geo.imem_depth:
                 # the controller fetches, decodes and flags the missing slot like any instruction
-                return RunResult(cycles + OVERHEAD, macs, ErrorCode.PC_OVERFLOW, pc, n)
+                return RunResult(clock.act(None) + 1, macs, ErrorCode.PC_OVERFLOW, pc, n)
             ins = decode(self.imem[pc])
-            cycles += OVERHEAD
             n += 1
             err = check(ins, self.geo)
+            c = clock.act(ins if err == ErrorCode.NONE else None)
             if err != ErrorCode.NONE:
-                return RunResult(cycles, macs, err, pc, n)
+                return RunResult(c + 1, macs, err, pc, n)
             if ins.opcode == Opcode.HALT:
-                return RunResult(cycles, macs, ErrorCode.NONE, pc, n)
+                return RunResult(c + 1, macs, ErrorCode.NONE, pc, n)
             if ins.opcode == Opcode.GEMM:
                 self._gemm(ins, half)
                 macs += gemm_macs(ins, self.geo)
@@ -119,7 +120,6 @@ class Emulator:
                 self._store(ins, half)
             elif ins.opcode == Opcode.VEC:
                 self._vec(ins, half)
-            cycles += exec_cycles(ins, self.geo)
             pc += 1
 
     # --- instructions ----------------------------------------------------------------

@@ -84,6 +84,7 @@ def build_jobs(config, seed):
                  "ureads": [(1, 150, 60), (1, 200, 12)], "areads": [(0, 64)]})
     jobs += mode_jobs(config, emu, rng)
     jobs += tile_order_jobs(config, emu, rng)
+    jobs += overlap_jobs(config, emu, rng)
     # VEC: every operation, WB (in place and elsewhere), strided rows, special values
     jobs.append(vec_job(config, emu, rng))
     # error paths: the faulting instruction and everything after it leave no trace
@@ -150,6 +151,36 @@ def tile_order_jobs(config, emu, rng):
         jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 120))],
                      "awrites": [(0, emu.to_elem_bits(rng.standard_normal((128, emu.geo.lanes))))],
                      "prog": [i.encode() for i in prog], "ureads": [(0, 200, 32)], "areads": [(0, 128)]})
+    return jobs
+
+
+def overlap_jobs(config, emu, rng):
+    """GEMMs that start while the previous one drains (:mod:`gen.design.control`): runs of one-tile
+    GEMMs shorter than the drain (a third waits for a free output context), accumulation into the
+    rows the previous GEMM writes, a write-back read by the next GEMM (the hazard: it waits), a
+    change of dataflow, of grid and of the reduction transpose (they wait), in every dataflow."""
+    import functools
+    gemm = functools.partial(_gemm, ports=config.net_ports)
+    jobs = []
+    for md in range(6):
+        prog = [gemm(K=1, mode=md, a=(4 * i, 1), b=(60 + 4 * i, 1), o=(8 * (i % 3), 1), acc=True) for i in range(5)]
+        prog += [gemm(K=2, mode=md, a=(0, 1), b=(60, 1), o=(24, 1), wb=True, w_base=100),
+                 gemm(K=2, mode=md, a=(100, 1), b=(60, 1), o=(32, 1)),                  # reads the write-back
+                 gemm(K=2, mode=md, a=(8, 1), b=(70, 1), o=(40, 1), wb=True, w_base=110),
+                 gemm(K=3, mode=md, a=(20, 1), b=(64, 1), o=(48, 1)),                   # disjoint: overlaps
+                 gemm(K=2, mode=(md + 1) % 6, a=(0, 1), b=(60, 1), o=(56, 1)),
+                 gemm(K=3, grid=(1, 2, 2), mode=md, a=(0, 4, 8, 0, 0, 0, 1), b=(64, 4, 16, 0, 0, 2, 1),
+                      o=(64, 2, 0, 0, 0, 1)),
+                 gemm(K=3, grid=(2, 2, 1), mode=md, a=(0, 4, 8, 0, 1, 0, 0), b=(64, 4, 16, 0, 0, 1, 0),
+                      o=(80, 4, 0, 0, 2, 1), tr=4, wb=True, w_base=130),
+                 gemm(K=1, grid=(2, 2, 1), mode=md, a=(130, 4, 0, 0, 1, 0, 0), b=(64, 4, 16, 0, 0, 1, 0),
+                      o=(96, 4, 0, 0, 2, 1), tr=4),
+                 halt()]
+        for ins in prog[:-1]:
+            assert check(ins, emu.geo) == 0, (md, ins, check(ins, emu.geo))
+        jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 150))],
+                     "awrites": [(0, emu.to_elem_bits(rng.standard_normal((128, emu.geo.lanes))))],
+                     "prog": [i.encode() for i in prog], "ureads": [(0, 100, 48)], "areads": [(0, 128)]})
     return jobs
 
 

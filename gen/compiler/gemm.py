@@ -126,11 +126,12 @@ def _layout(config: FettaConfig, Mc: int, Nc: int, Kp: int, grid) -> dict[str, i
 
 
 def _pass_cycles(config: FettaConfig, Mc: int, Nc: int, Kp: int, grid) -> int:
-    """Cycles of a pass's program (start, one OS GEMM, HALT) by the timing rules of :mod:`gen.design.isa`."""
+    """Cycles of a pass's program (start, one OS GEMM, HALT) by the timing rules of
+    :mod:`gen.design.control`: the HALT is fetched after the GEMM's CHECK and acts after its last write."""
     gm, gn, gk = grid
     L = config.lanes
     tiles = (Mc // (L * gm)) * (Nc // (L * gn))
-    return START_CYCLES + 2 * OVERHEAD + os_gemm_cycles(Kp // gk, tiles, Geometry.of(config))
+    return START_CYCLES + OVERHEAD + os_gemm_cycles(Kp // gk, tiles, Geometry.of(config)) + 1
 
 
 def _fits(config: FettaConfig, geo: Geometry, Mc: int, Nc: int, Kp: int, grid) -> bool:

@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 
 from gen.compiler.program import CompileError
 from gen.compiler.layout import ceil_to
-from gen.design.isa import (OVERHEAD, Dataflow, ErrorCode, Flag, Geometry, Instr, check, exec_cycles, gemm,
+from gen.design.control import issue_cycles, os_issue_cycles, repeat_cycles, stationary_issue_cycles
+from gen.design.isa import (Dataflow, ErrorCode, Flag, Geometry, Instr, check, exec_cycles, gemm,
                             group_offsets, horizontal, os_gemm_cycles, out_rows, stationary, stationary_gemm_cycles,
                             temporal_max)
 
@@ -224,10 +225,11 @@ def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int 
                                 gn_lp.a, gn_lp.b, gn_lp.o, gk_lp.a, gk_lp.b)):
                 continue
             n = math.prod(lp.trip for lp in free_unroll + k_unroll)
-            # per instruction: FETCH/DECODE/CHECK + exec_cycles of an OS GEMM
-            one = os_gemm_cycles(K.trip, L0.trip * L1.trip, geo)
+            # n OS GEMMs back to back, each overlapping the previous one's drain
+            tiles = L0.trip * L1.trip
+            cycles = repeat_cycles(n, os_issue_cycles(K.trip, tiles, geo), os_gemm_cycles(K.trip, tiles, geo))
             cands.append(Mapping_((gm, gn, gk), K, L0, L1, gm_lp, gn_lp, gk_lp, o_sk, free_unroll, k_unroll,
-                                  n * (OVERHEAD + one), n, tr))
+                                  cycles, n, tr))
     return cands
 
 
@@ -254,9 +256,11 @@ def _stationary_candidates(free: list[Lp], ks: list[Lp], geo: Geometry, mode: in
                                 gn_lp.a, gn_lp.b, gn_lp.o, gk_lp.a, gk_lp.b)):
                 continue
             n = math.prod(lp.trip for lp in free_unroll + k_unroll)
-            one = stationary_gemm_cycles(K.trip, L0.trip * L1.trip, geo, horizontal(mode))
+            tiles, hz = L0.trip * L1.trip, horizontal(mode)
+            cycles = repeat_cycles(n, stationary_issue_cycles(K.trip, tiles, geo, hz),
+                                   stationary_gemm_cycles(K.trip, tiles, geo, hz))
             cands.append(Mapping_(grid, K, L0, L1, gm_lp, gn_lp, gk_lp, K.o, free_unroll, k_unroll,
-                                  n * (OVERHEAD + one), n, 0, mode, ld, acc_l0))
+                                  cycles, n, 0, mode, ld, acc_l0))
     return cands
 
 
@@ -291,7 +295,7 @@ def map_gemm_all(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, keep: i
                or check(replace(ins, a_base=lp.a, b_base=lp.b), geo) != ErrorCode.NONE
                for lp in m.free_unroll + m.k_unroll):
             continue
-        assert exec_cycles(ins, geo) + OVERHEAD == m.cycles // m.instrs, (m, ins)
+        assert repeat_cycles(m.instrs, issue_cycles(ins, geo), exec_cycles(ins, geo)) == m.cycles, (m, ins)
         found.append(m)
         if len(found) >= keep:
             break

@@ -494,6 +494,20 @@ def temporal_max(ins: Instr, op: str, k_bound: int) -> int:
             + (ins.L1 - 1) * getattr(ins, f"{op}_sl1"))
 
 
+def read_max(ins: Instr, op: str, geo: "Geometry") -> int:
+    """The last unified row a GEMM reads for operand ``op``: IA streams ``K`` vectors, IB ``K``
+    (OS) or the tile's loads (IS/WS), stepped by ``x_sk``; a transposed operand reads whole blocks
+    of ``lanes`` rows. The first is ``x_base`` (strides and offsets are unsigned)."""
+    kb = loads(ins, geo) if op == "b" and stationary(ins.mode) else ins.K
+    last = max(ce_offsets(ins, op)) | (geo.lanes - 1 if transposed(ins, op) else 0)
+    return getattr(ins, f"{op}_base") + temporal_max(ins, op, kb) + last
+
+
+def out_max(ins: Instr, geo: "Geometry") -> int:
+    """The last output row of a GEMM past ``o_base`` (accumulation unit) or ``w_base`` (write-back)."""
+    return temporal_max(ins, "o", out_rows(ins, geo)) + max(group_offsets(ins))
+
+
 def _conflict(offsets: Sequence[int], banks: int, *, writes: bool = False) -> bool:
     """Two ports need one bank in one cycle: reads of the same row share it (multicast),
     writes never do (two writers of one row would race)."""
@@ -605,13 +619,9 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
             return ErrorCode.BAD_SHAPE
         if transposed(ins, "o") and geo.lanes > 1 and (ins.gk > 1 or ins.gm * ins.gn < geo.lanes):
             return ErrorCode.BAD_SHAPE
-        # IA: K vectors; IB: K vectors (OS) or the tile's loads (IS/WS), stepped by b_sk
-        for o, kb in (("a", ins.K), ("b", loads(ins, geo) if stationary(ins.mode) else ins.K)):
-            # a transposed operand reads whole blocks of ``lanes`` rows
-            last = max(ce_offsets(ins, o)) | (geo.lanes - 1 if transposed(ins, o) else 0)
-            if getattr(ins, f"{o}_base") + temporal_max(ins, o, kb) + last >= geo.unified_half_rows:
-                return ErrorCode.UNIFIED_RANGE
-        omax = temporal_max(ins, "o", out_rows(ins, geo)) + max(group_offsets(ins))
+        if read_max(ins, "a", geo) >= geo.unified_half_rows or read_max(ins, "b", geo) >= geo.unified_half_rows:
+            return ErrorCode.UNIFIED_RANGE
+        omax = out_max(ins, geo)
         if ins.o_base + omax >= geo.accum_rows:
             return ErrorCode.ACCUM_RANGE
         if ins.flags & Flag.WB and ins.w_base + omax >= geo.unified_half_rows:
@@ -769,7 +779,7 @@ __all__ = ["INSTR_BITS", "ADDR_BITS", "STRIDE_BITS", "BOUND_BITS", "LOG_GRID_BIT
            "stationary", "horizontal", "CE_MODE", "CEMode", "VecOp", "BF16_ONE", "out_rows", "loads", "vec_delay",
            "last_issue", "gemm_latency", "interleave", "groups", "ce_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check",
            "ce_offsets", "group_offsets", "read_offsets", "transposed", "Transpose", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles",
-           "gemm_macs", "replace", "field"]
+           "gemm_macs", "replace", "field", "read_max", "out_max"]
 
 
 # --- costing before an instruction exists (the compiler's mappings, the dense tiler's passes) ---

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from gen.design.config import FettaConfig
-from gen.design.isa import OVERHEAD, START_CYCLES, Geometry, Opcode, decode, exec_cycles
+from gen.design.control import Clock
+from gen.design.isa import Geometry, Opcode, decode
 
 
 @dataclass(frozen=True)
@@ -69,16 +70,14 @@ class Timeline:
 
 def program_cycles(words, config: FettaConfig) -> int:
     """Compute cycles of a program (instruction words) that runs to HALT without errors: the
-    emulator's count (``START_CYCLES``, then ``OVERHEAD`` plus :func:`gen.design.isa.exec_cycles`
-    per instruction), known before running since no instruction's timing depends on data."""
-    geo = Geometry.of(config)
-    cycles = START_CYCLES
+    emulator's count (:class:`gen.design.control.Clock`), known before running since no
+    instruction's timing depends on data."""
+    clock = Clock(Geometry.of(config))
     for w in words:
         ins = decode(int(w))
-        cycles += OVERHEAD
+        c = clock.act(ins)
         if ins.opcode == Opcode.HALT:
-            return cycles
-        cycles += exec_cycles(ins, geo)
+            return c + 1
     raise ValueError("program has no HALT")
 
 
