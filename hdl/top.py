@@ -7,7 +7,7 @@ bit- and cycle-exact reference. The host port and its rules are in :class:`Fetta
 Timing (the rules of :mod:`gen.design.control`): 1 start cycle, then per instruction FETCH,
 DECODE, CHECK and the execution cycles of :func:`gen.design.isa.exec_cycles`; the next FETCH
 follows a GEMM's CHECK, so the next instruction is decoded while the GEMM issues and may start
-when its issue ends (the issue side samples its fields at the start, :meth:`Fetta._issue_context`;
+when its issue ends (the issue side samples its fields at the start, :func:`_issue_context`;
 :class:`hdl.drain.DrainQueue` holds the output side of two GEMMs).
 GEMM pipeline: issue ``k`` (address) -> memory read (1 cycle) -> PE MAC (register)
 -> on the tile's last step the Psum buffer -> drain one row per cycle through the
@@ -109,6 +109,29 @@ def _drive_fields(m, fields, comp) -> None:
             m.d.comb += getattr(comp, name).eq(fields[name])
 
 
+def _issue_context(m, config: FettaConfig, dec, F, gemm) -> dict:
+    """The fields the issue side of a GEMM reads after its start, sampled in the cycle of
+    ``gemm.start`` (the decoder moves on to the next instruction meanwhile): the per-CE offsets
+    (``a_off``, ``b_off``), ``active``, the operand transposes (``a_tr``, ``b_tr``), for the
+    addresses from the next cycle; and the distribution networks' words and transposes
+    (``net``: ``a_sel``, ``b_sel``, ``a_tr``, ``b_tr``) one cycle later, with the read data."""
+    E = config.num_ces
+    ctx = {"a_off": [Signal.like(dec.a_off[c], name=f"i_a_off{c}") for c in range(E)],
+           "b_off": [Signal.like(dec.b_off[c], name=f"i_b_off{c}") for c in range(E)],
+           "active": Signal(E, name="i_active"), "a_tr": Signal(name="i_a_tr"), "b_tr": Signal(name="i_b_tr"),
+           "a_sel": Signal.like(F["a_sel"], name="i_a_sel"), "b_sel": Signal.like(F["b_sel"], name="i_b_sel")}
+    with m.If(gemm.start):
+        m.d.sync += [ctx["active"].eq(dec.active), ctx["a_tr"].eq(F["tr"][0]), ctx["b_tr"].eq(F["tr"][1]),
+                     ctx["a_sel"].eq(F["a_sel"]), ctx["b_sel"].eq(F["b_sel"])]
+        m.d.sync += [ctx["a_off"][c].eq(dec.a_off[c]) for c in range(E)]
+        m.d.sync += [ctx["b_off"][c].eq(dec.b_off[c]) for c in range(E)]
+    ctx["net"] = {}
+    for name in ("a_sel", "b_sel", "a_tr", "b_tr"):
+        ctx["net"][name] = Signal.like(ctx[name], name=f"net_{name}")
+        m.d.sync += ctx["net"][name].eq(ctx[name])
+    return ctx
+
+
 class Fetta(wiring.Component):
     """The accelerator.
 
@@ -194,7 +217,7 @@ class Fetta(wiring.Component):
         # the decoder's outputs are registers loaded in DECODE, held for the whole instruction
         F = {name[2:]: getattr(dec, name) for name in dir(dec) if name.startswith("f_")}
         is_store = F["opcode"] == Opcode.STORE
-        issue = self._issue_context(m, dec, F, gemm)
+        issue = _issue_context(m, cfg, dec, F, gemm)
         self._tcu_inputs(m, dec, F, gemm, tcu, umem, issue)
         for seq in (move, vec):
             m.d.comb += [seq.chunks.eq(F["K"]), seq.u_base.eq(F["a_base"]), seq.a_base.eq(F["o_base"]),
@@ -278,32 +301,10 @@ class Fetta(wiring.Component):
                      self.host_rdata.eq(Mux(host_sel_q, host_acc_data, umem.host_rdata))]
         return self.host_we & self.host_sel & a_ok
 
-    def _issue_context(self, m, dec, F, gemm) -> dict:
-        """The fields the issue side of a GEMM reads after its start, sampled in the cycle of
-        ``gemm.start`` (the decoder moves on to the next instruction meanwhile): the per-CE offsets
-        (``a_off``, ``b_off``), ``active``, the operand transposes (``a_tr``, ``b_tr``), for the
-        addresses from the next cycle; and the distribution networks' words and transposes
-        (``net``: ``a_sel``, ``b_sel``, ``a_tr``, ``b_tr``) one cycle later, with the read data."""
-        E = self._cfg.num_ces
-        ctx = {"a_off": [Signal.like(dec.a_off[c], name=f"i_a_off{c}") for c in range(E)],
-               "b_off": [Signal.like(dec.b_off[c], name=f"i_b_off{c}") for c in range(E)],
-               "active": Signal(E, name="i_active"), "a_tr": Signal(name="i_a_tr"), "b_tr": Signal(name="i_b_tr"),
-               "a_sel": Signal.like(F["a_sel"], name="i_a_sel"), "b_sel": Signal.like(F["b_sel"], name="i_b_sel")}
-        with m.If(gemm.start):
-            m.d.sync += [ctx["active"].eq(dec.active), ctx["a_tr"].eq(F["tr"][0]), ctx["b_tr"].eq(F["tr"][1]),
-                         ctx["a_sel"].eq(F["a_sel"]), ctx["b_sel"].eq(F["b_sel"])]
-            m.d.sync += [ctx["a_off"][c].eq(dec.a_off[c]) for c in range(E)]
-            m.d.sync += [ctx["b_off"][c].eq(dec.b_off[c]) for c in range(E)]
-        ctx["net"] = {}
-        for name in ("a_sel", "b_sel", "a_tr", "b_tr"):
-            ctx["net"][name] = Signal.like(ctx[name], name=f"net_{name}")
-            m.d.sync += ctx["net"][name].eq(ctx[name])
-        return ctx
-
     def _tcu_inputs(self, m, dec, F, gemm, tcu, umem, issue) -> None:
         """GEMM issue: the decoder's fields into :class:`~hdl.sequencer.GemmIssue`, its stream flags
         (one cycle after the addresses, with the read data) and the instruction's network words
-        (``issue["net"]``, :meth:`_issue_context`) into the TCU, the unified memory's IA / IB read
+        (``issue["net"]``, :func:`_issue_context`) into the TCU, the unified memory's IA / IB read
         data into the TCU's rows."""
         _drive_fields(m, F, gemm)
         m.d.comb += [gemm.stationary.eq(dec.stationary), gemm.loads.eq(dec.loads),
@@ -321,7 +322,7 @@ class Fetta(wiring.Component):
         transpose layer (``tr``) whose block of ``lanes`` rows (from the offset rounded down to
         ``lanes``) covers the bank; a LOAD's or a VEC's rows take the IA port over. Data returns
         one cycle later (``umem.ia_data``, ``ib_data``). The GEMM's fields come from ``issue``
-        (:meth:`_issue_context`)."""
+        (:func:`_issue_context`)."""
         E, L = self._cfg.num_ces, self._cfg.lanes
         addrs = {}
         for op, row in (("a", gemm.a_row), ("b", gemm.b_row)):
