@@ -8,7 +8,7 @@ taken, when a GEMM starts, into one of two *contexts*; the result rows go to the
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -16,13 +16,14 @@ from gen.design.config import FettaConfig
 from gen.design.isa import ADDR_BITS, BOUND_BITS, LOG_GRID_BITS, STRIDE_BITS, CEMode
 
 from hdl.controller import offset_bits
+from hdl.pipe import hold
 from hdl.red_net import mode_word_bits
 from hdl.sequencer import OutputSequencer
 
 __all__ = ["DrainQueue"]
 
-#: fields of a context that only the write side uses (the sequencer holds its own)
-_HELD = ("o_off", "group_active", "acc", "acc_l0", "wb", "w_base", "o_base", "wb_max")
+#: fields of a context the write side reads from the head (besides ``o_off``, a list per group)
+_HEAD = ("group_active", "acc", "acc_l0", "wb", "w_base", "o_base")
 #: the TCU's settings that matter while rows drain: the same for every GEMM in flight
 _TCU = ("ce_mode", "red_mode", "log_gk", "active", "o_tr")
 
@@ -80,7 +81,7 @@ class DrainQueue(wiring.Component):
                    "row": Out(ADDR_BITS), "later_l0": Out(1), "idle": Out(1), "overlap": Out(1),
                    "h_o_off": Out(off).array(E)}
         members.update({name: In(shape) for name, shape in self._shapes.items()})
-        members.update({f"h_{name}": Out(self._shapes[name]) for name in _HELD if name not in ("o_off", "wb_max")})
+        members.update({f"h_{name}": Out(self._shapes[name]) for name in _HEAD})
         members.update({f"t_{name}": Out(self._shapes[name]) for name in _TCU})
         super().__init__(members)
 
@@ -100,28 +101,17 @@ class DrainQueue(wiring.Component):
             m.d.comb += [seq.start.eq(go), seq.valid.eq(self.valid & (head == i))]
             for name in ("rows", "L0", "L1", "o_base", "o_sk", "o_sl0", "o_sl1", "stationary"):
                 m.d.comb += getattr(seq, name).eq(getattr(self, name))
-            ctx = {name: Signal(self._shapes[name], name=f"c{i}_{name}") for name in _HELD if name != "o_off"}
-            ctx["o_off"] = [Signal.like(self.o_off[g], name=f"c{i}_o_off{g}") for g in range(E)]
-            with m.If(go):
-                m.d.sync += [ctx[name].eq(getattr(self, name)) for name in _HELD if name != "o_off"]
-                m.d.sync += [ctx["o_off"][g].eq(self.o_off[g]) for g in range(E)]
-            held.append(ctx)
-        for name in _TCU:
-            with m.If(self.start):
-                m.d.sync += getattr(self, f"t_{name}").eq(getattr(self, name))
+            fields = {name: getattr(self, name) for name in (*_HEAD, "wb_max")}
+            held.append(hold(m, go, {**fields, "o_off": list(self.o_off)}, f"c{i}_"))
+        t = hold(m, self.start, {name: getattr(self, name) for name in _TCU}, "t_")
+        m.d.comb += [getattr(self, f"t_{name}").eq(t[name]) for name in _TCU]
 
         final = Signal(name="final")
         m.d.comb += [self.row.eq(Mux(head, seqs[1].row, seqs[0].row)),
                      final.eq(Mux(head, seqs[1].final, seqs[0].final)),
                      self.later_l0.eq(Mux(head, seqs[1].later_l0, seqs[0].later_l0))]
-        for name in _HELD:
-            if name == "wb_max":
-                continue
-            if name == "o_off":
-                for g in range(E):
-                    m.d.comb += self.h_o_off[g].eq(Mux(head, held[1]["o_off"][g], held[0]["o_off"][g]))
-            else:
-                m.d.comb += getattr(self, f"h_{name}").eq(Mux(head, held[1][name], held[0][name]))
+        m.d.comb += [getattr(self, f"h_{name}").eq(Mux(head, held[1][name], held[0][name])) for name in _HEAD]
+        m.d.comb += [self.h_o_off[g].eq(Mux(head, held[1]["o_off"][g], held[0]["o_off"][g])) for g in range(E)]
 
         m.d.sync += [w_final.eq(final), w_ctx.eq(head)]
         with m.If(final):
@@ -140,6 +130,5 @@ class DrainQueue(wiring.Component):
         hazard = last["wb"] & (((self.a_base <= last["wb_max"]) & (last["w_base"] <= self.a_max))
                                | ((self.b_base <= last["wb_max"]) & (last["w_base"] <= self.b_max)))
         tail_busy = Mux(tail, busy[1], busy[0])
-        m.d.comb += [self.idle.eq(busy == 0),
-                     self.overlap.eq(~tail_busy & ~hazard & same[0] & same[1] & same[2] & same[3] & same[4])]
+        m.d.comb += [self.idle.eq(busy == 0), self.overlap.eq(~tail_busy & ~hazard & Cat(*same).all())]
         return m

@@ -1,11 +1,12 @@
-"""Pipeline helper shared by the blocks whose latency follows the configuration."""
+"""Pipeline helpers shared by the blocks whose latency follows the configuration or whose fields
+outlive the instruction that set them."""
 
 from __future__ import annotations
 
 from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data
 
-__all__ = ["delay"]
+__all__ = ["delay", "hold"]
 
 
 def delay(m: Module, value, cycles: int, name: str):
@@ -17,3 +18,19 @@ def delay(m: Module, value, cycles: int, name: str):
         m.d.sync += reg.eq(value)
         value = reg
     return value
+
+
+def hold(m: Module, when, sources: dict, prefix: str) -> dict:
+    """Registers named ``{prefix}{key}`` that take ``sources[key]`` in a cycle of ``when`` and keep it
+    (a list of values gives a list of registers); the dict of them, by key."""
+    out = {}
+    for key, src in sources.items():
+        if isinstance(src, (list, tuple)):
+            out[key] = [Signal.like(v, name=f"{prefix}{key}{i}") for i, v in enumerate(src)]
+            pairs = list(zip(out[key], src))
+        else:
+            out[key] = Signal.like(src, name=f"{prefix}{key}")
+            pairs = [(out[key], src)]
+        with m.If(when):
+            m.d.sync += [reg.eq(v) for reg, v in pairs]
+    return out

@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig
 from gen.design.isa import ADDR_BITS, BOUND_BITS, STRIDE_BITS
-from hdl.pipe import delay
+from hdl.pipe import delay, hold
 
 __all__ = ["GemmIssue", "OutputSequencer", "ChunkSequencer", "tile_step_shape"]
 
@@ -78,6 +78,9 @@ class GemmIssue(wiring.Component):
         This cycle's stream flags and the bank index of the temporal addresses, registered:
         they are valid **one cycle later**, with the memory's read data (the TCU's inputs
         of the same names, see :class:`hdl.tcu.TCU`).
+    busy : Out(1)
+        From the cycle after ``start`` to the cycle of ``done``: the GEMM issues (its IA walker
+        runs or waits for its first vector).
     done : Out(1)
         The last cycle of the IA walker's last group (combinational): the GEMM has issued
         (:func:`gen.design.control.issue_cycles` after ``start``); the IB walker ended no later.
@@ -100,14 +103,15 @@ class GemmIssue(wiring.Component):
             "a_row": Out(ADDR_BITS), "b_row": Out(ADDR_BITS),
             "ia_go": Out(1), "ib_go": Out(1), "first": Out(1), "last": Out(1), "swap": Out(1),
             "ib_index": Out(range(config.lanes)),
-            "a_bidx": Out(range(config.banks)), "b_bidx": Out(range(config.banks)), "done": Out(1),
+            "a_bidx": Out(range(config.banks)), "b_bidx": Out(range(config.banks)), "done": Out(1), "busy": Out(1),
             "guard": Out(BOUND_BITS + config.add_latency.bit_length() + 1),
         })
 
     def _walker(self, m, h, op: str, start, window, period, q, done=None):
         """Tile counters and addresses of operand ``op``: ``window`` accesses at the start of every
         ``period``-cycle group of ``q`` tiles from the cycle after ``start``; drives ``done`` (if
-        given) in the last cycle of the last group. Returns (access this cycle, cycle in the group)."""
+        given) in the last cycle of the last group. Returns (access this cycle, cycle in the group,
+        issuing)."""
         width = len(period)
         issuing = Signal(name=f"{op}_issuing")
         pcnt = Signal(width, name=f"{op}_pcnt")          # cycle within the group
@@ -171,17 +175,14 @@ class GemmIssue(wiring.Component):
                 m.d.sync += pcnt.eq(0)
             with m.If(last):
                 m.d.sync += issuing.eq(0)
-        return go, pcnt
+        return go, pcnt, issuing
 
     def elaborate(self, platform):
         m = Module()
         # the fields, sampled at start: the cycle of start may be the last one of the previous GEMM
-        h = {}
         strides = [f"{op}_s{lv}" for op in "ab" for lv in ("k", "l0", "l1")]
-        for name in ("K", "L0", "L1", "stationary", "loads", "a_base", "b_base", *strides):
-            h[name] = Signal.like(getattr(self, name), name=f"held_{name}")
-            with m.If(self.start):
-                m.d.sync += h[name].eq(getattr(self, name))
+        names = ("K", "L0", "L1", "stationary", "loads", "a_base", "b_base", *strides)
+        h = hold(m, self.start, {name: getattr(self, name) for name in names}, "held_")
         K, st, nload = h["K"], h["stationary"], h["loads"]
         S = self._slots
         # tiles per group: 1 (IS/WS) or add_latency (OS, the PEs' accumulation loop)
@@ -203,7 +204,8 @@ class GemmIssue(wiring.Component):
             m.d.sync += a_wait.eq(Mux(self.stationary, self.vec_delay, 0))
         with m.Elif(a_wait != 0):
             m.d.sync += a_wait.eq(a_wait - 1)
-        a_go, a_pcnt = self._walker(m, h, "a", a_start, qk, period, q, done=self.done)
+        a_go, a_pcnt, a_issuing = self._walker(m, h, "a", a_start, qk, period, q, done=self.done)
+        m.d.comb += self.busy.eq(a_issuing | (a_wait != 0))
         # OS: a group's tiles end q * (K - 1) cycles after its start and drain q * ce_rows rows;
         # guard = cycles until a next tile of depth 1 may end (the drain registers are free)
         group_start = a_go & (a_pcnt == 0)
@@ -213,7 +215,7 @@ class GemmIssue(wiring.Component):
             m.d.sync += self.guard.eq(0)
         with m.Elif(self.guard != 0):
             m.d.sync += self.guard.eq(self.guard - 1)
-        b_go, b_pcnt = self._walker(m, h, "b", self.start, Mux(st, nload, qk), period, q)
+        b_go, b_pcnt, _ = self._walker(m, h, "b", self.start, Mux(st, nload, qk), period, q)
         m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt < q),
                      self.last.eq(a_pcnt + q >= qk), self.swap.eq(a_pcnt == 0),
                      self.ib_index.eq(b_pcnt[:len(self.ib_index)]),
@@ -263,11 +265,8 @@ class OutputSequencer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        held = {}                                      # the inputs sampled at start
-        for name in ("rows", "L0", "L1", "o_sk", "o_sl0", "o_sl1", "stationary"):
-            held[name] = Signal.like(getattr(self, name), name=f"held_{name}")
-            with m.If(self.start):
-                m.d.sync += held[name].eq(getattr(self, name))
+        names = ("rows", "L0", "L1", "o_sk", "o_sl0", "o_sl1", "stationary")
+        held = hold(m, self.start, {name: getattr(self, name) for name in names}, "held_")   # sampled at start
         S = self._slots
         d_row = Signal(BOUND_BITS, name="d_row")
         to_l0 = Signal(BOUND_BITS, name="to_l0")

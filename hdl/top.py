@@ -36,6 +36,7 @@ from hdl.accum import AccumAdd, Narrow, Widen
 from hdl.controller import Decoder, flag
 from hdl.drain import DrainQueue
 from hdl.memory import AccumMemory, UnifiedMemory, check_memory_config
+from hdl.pipe import delay, hold
 from hdl.sequencer import ChunkSequencer, GemmIssue
 from hdl.tcu import TCU
 from hdl.vector import VectorUnit, vec_rows
@@ -109,26 +110,16 @@ def _drive_fields(m, fields, comp) -> None:
             m.d.comb += getattr(comp, name).eq(fields[name])
 
 
-def _issue_context(m, config: FettaConfig, dec, F, gemm) -> dict:
+def _issue_context(m, dec, F, gemm) -> dict:
     """The fields the issue side of a GEMM reads after its start, sampled in the cycle of
     ``gemm.start`` (the decoder moves on to the next instruction meanwhile): the per-CE offsets
     (``a_off``, ``b_off``), ``active``, the operand transposes (``a_tr``, ``b_tr``), for the
     addresses from the next cycle; and the distribution networks' words and transposes
     (``net``: ``a_sel``, ``b_sel``, ``a_tr``, ``b_tr``) one cycle later, with the read data."""
-    E = config.num_ces
-    ctx = {"a_off": [Signal.like(dec.a_off[c], name=f"i_a_off{c}") for c in range(E)],
-           "b_off": [Signal.like(dec.b_off[c], name=f"i_b_off{c}") for c in range(E)],
-           "active": Signal(E, name="i_active"), "a_tr": Signal(name="i_a_tr"), "b_tr": Signal(name="i_b_tr"),
-           "a_sel": Signal.like(F["a_sel"], name="i_a_sel"), "b_sel": Signal.like(F["b_sel"], name="i_b_sel")}
-    with m.If(gemm.start):
-        m.d.sync += [ctx["active"].eq(dec.active), ctx["a_tr"].eq(F["tr"][0]), ctx["b_tr"].eq(F["tr"][1]),
-                     ctx["a_sel"].eq(F["a_sel"]), ctx["b_sel"].eq(F["b_sel"])]
-        m.d.sync += [ctx["a_off"][c].eq(dec.a_off[c]) for c in range(E)]
-        m.d.sync += [ctx["b_off"][c].eq(dec.b_off[c]) for c in range(E)]
-    ctx["net"] = {}
-    for name in ("a_sel", "b_sel", "a_tr", "b_tr"):
-        ctx["net"][name] = Signal.like(ctx[name], name=f"net_{name}")
-        m.d.sync += ctx["net"][name].eq(ctx[name])
+    sources = {"a_off": list(dec.a_off), "b_off": list(dec.b_off), "active": dec.active, "a_tr": F["tr"][0],
+               "b_tr": F["tr"][1], "a_sel": F["a_sel"], "b_sel": F["b_sel"]}
+    ctx = hold(m, gemm.start, sources, "i_")
+    ctx["net"] = {name: delay(m, ctx[name], 1, f"net_{name}") for name in ("a_sel", "b_sel", "a_tr", "b_tr")}
     return ctx
 
 
@@ -217,7 +208,7 @@ class Fetta(wiring.Component):
         # the decoder's outputs are registers loaded in DECODE, held for the whole instruction
         F = {name[2:]: getattr(dec, name) for name in dir(dec) if name.startswith("f_")}
         is_store = F["opcode"] == Opcode.STORE
-        issue = _issue_context(m, cfg, dec, F, gemm)
+        issue = _issue_context(m, dec, F, gemm)
         self._tcu_inputs(m, dec, F, gemm, tcu, umem, issue)
         for seq in (move, vec):
             m.d.comb += [seq.chunks.eq(F["K"]), seq.u_base.eq(F["a_base"]), seq.a_base.eq(F["o_base"]),
@@ -467,11 +458,6 @@ class Fetta(wiring.Component):
         every GEMM has written its last row."""
         m.d.comb += im_r.addr.eq(run.pc)
         op = dec.f_opcode
-        issuing = Signal(name="issuing")      # a GEMM's tiles are being issued (GemmIssue busy)
-        with m.If(gemm.start):
-            m.d.sync += issuing.eq(1)
-        with m.Elif(gemm.done):
-            m.d.sync += issuing.eq(0)
         with m.FSM(name="ctrl"):
             def wait_for_start():
                 with m.If(self.start):
@@ -500,7 +486,7 @@ class Fetta(wiring.Component):
                 with m.Elif(op == Opcode.GEMM):
                     # the issue side is free from the last cycle of the previous GEMM's issue
                     os_ok = (dec.f_K - 1) * self._cfg.add_latency >= gemm.guard
-                    with m.If((~issuing | gemm.done) & (out.idle | out.overlap) & os_ok):
+                    with m.If((~gemm.busy | gemm.done) & (out.idle | out.overlap) & os_ok):
                         m.d.comb += [gemm.start.eq(1), out.start.eq(1)]
                         m.d.sync += run.pc.eq(run.pc + 1)
                         m.next = "FETCH"
