@@ -244,6 +244,28 @@ def test_relayouts_counted():
     assert onchip > 0
 
 
+def test_best_prefers_fewer_dram_bytes_when_near():
+    """compile_layer keeps, of the programs within NEAR of the fastest end to end, the one moving the
+    fewest DRAM bytes; one slower than that band never wins on bytes."""
+    from types import SimpleNamespace
+
+    from gen.compiler.phases import NEAR, _best
+
+    def prog(cycles, dram, relayouts=0):
+        tl = SimpleNamespace(cycles=cycles)
+        return SimpleNamespace(timeline=lambda config: tl, dram_bytes=dram, relayouts=relayouts, est_cycles=cycles)
+
+    fast = prog(10_000, 250_000, relayouts=32)
+    near = prog(int(10_000 * (1 + NEAR)), 130_000)
+    far = prog(int(10_000 * (1 + NEAR)) + 1, 100_000)
+    assert _best([fast, near, far], DEFAULT) is near
+    assert _best([fast, far], DEFAULT) is fast
+    # equal bytes: the fewer cycles, then the fewer host re-layouts
+    same = prog(10_100, 250_000)
+    assert _best([same, fast], DEFAULT) is fast
+    assert _best([prog(10_000, 250_000, relayouts=1), prog(10_000, 250_000)], DEFAULT).relayouts == 0
+
+
 STATIONARY = ("WS", "IS", "WS_H", "IS_H")
 
 
