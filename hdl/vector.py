@@ -3,8 +3,8 @@
 Each lane combines one bfloat16 element ``x`` of a unified-memory row with one
 FP32 element ``y`` of an accumulation-unit row and a bfloat16 scalar ``a`` taken
 from the instruction (:data:`gen.design.isa.Opcode.VEC`). The operations, per lane, with
-the reference op sequence of :mod:`sim.bf16` that the unit matches bit for bit
-(:func:`vec_ref`):
+the reference of :mod:`sim.vector_ref` that the unit matches bit for bit (:func:`vec_ref`;
+error bounds against float64, measured by ``tests/test_vector.py`` over every bfloat16 input):
 
 =====  ======  ==========================================  =====================================
 code   name    result                                      reference (bf16 datatype)
@@ -14,18 +14,39 @@ code   name    result                                      reference (bf16 datat
 2      SCALE   ``a * x``                                   ``bf16_mul(x, a)``
 3      RELU    ``max(y, +0)``                              ``ftz32(y)``; NaN stays (canonical),
                                                            negative or zero -> ``+0``
+4      MUL     ``y * x``, rounded once (RNE)               ``ftz32(ftz32(y) * widened x)`` (numpy
+                                                           float32: correctly rounded, 0.5 ulp)
+5      MAX     ``max(y, x)``                               :func:`~sim.vector_ref.max_bits`: DAZ,
+                                                           ``-0 < +0``, NaN -> canonical NaN
+6      EXP     ``exp(a * x)``                              :func:`~sim.vector_ref.exp_bits` of
+                                                           ``bf16_mul(x, a)``: FP32 within 3.93e-6
+                                                           (2**-17.96) relative; ``a = 1``: bf16
+                                                           correctly rounded for every ``x``
+7      RECIP   ``1 / x``                                   :func:`~sim.vector_ref.recip_bits`:
+                                                           FP32 and bf16 correctly rounded
+8      RSQRT   ``1 / sqrt(x)``                             :func:`~sim.vector_ref.rsqrt_bits`:
+                                                           FP32 and bf16 correctly rounded
 =====  ======  ==========================================  =====================================
 
 ``x * 1.0`` is exactly the widened ``x`` (DAZ, canonical NaN), so ADD and AXPY
 share one multiplier and one adder. The narrow output is the result rounded to
 bfloat16 (RNE, :func:`sim.bf16.f32_to_bf16`), the write-back format of the unified
-memory.
+memory. Codes 4 .. 8 (issue 19) are :class:`hdl.vfunc.VectorFunc` (its docstring: the
+algorithms, specials and logic depth): EXP takes the product ``x * a`` of the lane's multiplier
+(exact in FP32), reads a 128-entry ``2**f`` ROM with linear interpolation; RECIP / RSQRT read
+128 / 256-entry ROMs of correctly rounded FP32 fractions; all ROMs are
+:mod:`gen.design.vtables`. Flush and NaN rules are the unit's: subnormal inputs are zeros,
+results below ``2**-126`` flush to (signed) zero, every NaN is the canonical one. Reductions along
+rows (the same lane of many rows): ``y_stride = 0`` with more than one row is refused
+(``BANK_CONFLICT``, a read-after-write hazard), so a MAX (or ADD) reduction is a tree of VEC
+instructions that halves the rows each time, the partial results going back to the unified
+memory with ``WB`` (exact for MAX of bfloat16 data, one bfloat16 rounding per level for ADD).
 
 In the ``int16`` datatype the lanes are exact integers: ``x`` is a signed
 ``int_width``-bit element, ``y`` a signed ``int_acc_width``-bit accumulator, ``a``
-the 16-bit scalar field read as a signed integer; ADD, AXPY and SCALE wrap to
-``int_acc_width`` bits, RELU is ``max(y, 0)``, and the narrow output keeps the low
-``int_width`` bits (as :class:`hdl.accum.Narrow`).
+the 16-bit scalar field read as a signed integer; ADD, AXPY, SCALE and MUL wrap to
+``int_acc_width`` bits, RELU is ``max(y, 0)``, MAX ``max(y, x)``, EXP / RECIP / RSQRT give 0,
+and the narrow output keeps the low ``int_width`` bits (as :class:`hdl.accum.Narrow`).
 
 Ports
 -----
@@ -42,7 +63,9 @@ Timing (``M = mul_latency``, ``S = add_latency`` of the configuration): the mult
 (:class:`hdl.fp.BF16Mul`, ``M - 1`` inner stages) ends in the stage register ``p1``
 (product, ``y``, operation code) ``M`` cycles after the operands; the adder
 (:class:`hdl.fp.FP32Add`) has ``S - 1`` inner stages, and the SCALE / RELU results and the
-operation code wait in delay registers beside it. ``o``, ``o_narrow`` and ``o_valid`` are
+operation code wait in delay registers beside it. :class:`~hdl.vfunc.VectorFunc` (codes 4 .. 8)
+has the same two stages (``M`` cycles to ``p1``, where its RECIP / RSQRT ROMs deliver their data,
+then ``S - 1``), so every operation has the same latency. ``o``, ``o_narrow`` and ``o_valid`` are
 combinational from the last stage (the adder's output, the result mux, the bfloat16
 rounder), so they are valid **M + S - 1 cycles** after the operands (1 with the default
 latencies); a new set of operands is accepted every cycle. The top (:class:`hdl.top.Fetta`)
@@ -60,6 +83,7 @@ from gen.errors import ConfigError
 
 from hdl.fp import F32_QNAN, BF16Mul, FP32Add, FP32ToBF16
 from hdl.pipe import delay
+from hdl.vfunc import FUNC_OPS, VectorFunc
 
 __all__ = ["VectorUnit", "vector_unit", "vec_rows"]
 
@@ -130,6 +154,9 @@ class VectorUnit(wiring.Component):
         # ADD multiplies by one so that ADD and AXPY share the datapath
         mul_b = Signal(SCALAR_BITS, name="mul_b")
         m.d.comb += mul_b.eq(Mux(self.op == VecOp.ADD, BF16_ONE if is_float else 1, self.scalar))
+        if is_float:
+            m.submodules.func = func = VectorFunc(lanes=self.lanes, mul_latency=M, add_latency=S)
+            m.d.comb += [func.op.eq(self.op), func.x.eq(self.x), func.y.eq(self.y)]
         for i in range(self.lanes):
             x = self.x[i * EB:(i + 1) * EB]
             y = self.y[i * AB:(i + 1) * AB]
@@ -150,8 +177,9 @@ class VectorUnit(wiring.Component):
                 y_pos = ~p1_y[31] & (ye != 0)
                 relu = delay(m, Mux(y_nan, F32_QNAN, Mux(y_pos, p1_y, 0)), S - 1, f"relu{i}")
                 m.submodules[f"cvt{i}"] = cvt = FP32ToBF16()
-                m.d.comb += [cvt.a.eq(res), on.eq(cvt.o)]
+                m.d.comb += [cvt.a.eq(res), on.eq(cvt.o), func.p[i * AB:(i + 1) * AB].eq(p1_prod)]
                 sum_ = add.o
+                fn = func.o[i * AB:(i + 1) * AB]
             else:
                 # the assignment sign-extends (or wraps) the signed product to acc_bits
                 prod = Signal(signed(EB + SCALAR_BITS), name=f"prod{i}")
@@ -160,6 +188,14 @@ class VectorUnit(wiring.Component):
                 sum_ = delay(m, (p1_y + p1_prod)[:AB], S - 1, f"sum{i}")
                 relu = delay(m, Mux(p1_y[AB - 1], 0, p1_y), S - 1, f"relu{i}")
                 m.d.comb += on.eq(res[:EB])
+                # MUL and MAX (wrapping, signed); EXP / RECIP / RSQRT give 0 in the integer datatype
+                ifn = Signal(AB, name=f"ifn{i}")
+                with m.Switch(self.op):
+                    with m.Case(VecOp.MUL):
+                        m.d.comb += ifn.eq(y.as_signed() * x.as_signed())
+                    with m.Case(VecOp.MAX):
+                        m.d.comb += ifn.eq(Mux(x.as_signed() > y.as_signed(), x.as_signed(), y))
+                fn = delay(m, ifn, M + S - 1, f"ifn{i}")
             scale = delay(m, p1_prod, S - 1, f"scale{i}")
             with m.Switch(o_op):
                 with m.Case(VecOp.ADD, VecOp.AXPY):
@@ -168,6 +204,8 @@ class VectorUnit(wiring.Component):
                     m.d.comb += res.eq(scale)
                 with m.Case(VecOp.RELU):
                     m.d.comb += res.eq(relu)
+                with m.Case(*FUNC_OPS):
+                    m.d.comb += res.eq(fn)
             m.d.comb += o.eq(res)
         return m
 

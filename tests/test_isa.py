@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gen.design.config import FettaConfig
 from gen.design.isa import (INSTR_BITS, LAYOUT, ErrorCode, Geometry, Instr, IsaError, Opcode, check, decode, exec_cycles,
-                     gemm, halt, load, store, vec, vector_rows)
+                     gemm, halt, load, store, vec, vector_rows, VecOp)
 
 GEO = Geometry.of(FettaConfig())
 
@@ -129,7 +129,11 @@ def test_vec_checks():
     H, A = GEO.unified_half_rows, GEO.accum_rows
     assert check(vec(op="add", chunks=2), GEO) == ErrorCode.NONE
     assert check(vec(op="add", chunks=0), GEO) == ErrorCode.BAD_SHAPE
-    assert check(Instr(opcode=Opcode.VEC, mode=4), GEO) == ErrorCode.BAD_SHAPE
+    for op in VecOp:                                    # MUL .. RSQRT (issue 19) are codes 4 .. 8
+        assert check(vec(op=op.name.lower(), chunks=1), GEO) == ErrorCode.NONE
+    assert max(VecOp) == 8 and LAYOUT["mode"][1] == 4
+    for mode in (9, 15):
+        assert check(Instr(opcode=Opcode.VEC, mode=mode), GEO) == ErrorCode.BAD_SHAPE
     assert check(vec(op="add", chunks=1, x=H - V), GEO) == ErrorCode.NONE
     assert check(vec(op="add", chunks=1, x=H - V + 1), GEO) == ErrorCode.UNIFIED_RANGE
     assert check(vec(op="add", chunks=1, y=A - V + 1), GEO) == ErrorCode.ACCUM_RANGE

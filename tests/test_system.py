@@ -98,7 +98,7 @@ def build_jobs(config, seed):
             gemm(K=1, grid=(1, 1, 2), a=(0, 1, 0, 0, 0, 0, 1), b=(8, 2, 0, 0, 0, 0, 1), o=(0, 1)),  # route (carry)
             gemm(K=1, grid=(2, 2, 2)),                                                      # 8 CEs > 4
             vec(op="add", x=0, y=0, chunks=2, wb=True, w_base=4),                           # VEC WB hazard
-            Instr(opcode=6, mode=5)]                                                        # VEC bad op
+            Instr(opcode=6, mode=15)]                                                       # VEC bad op
     for bad in bads:
         jobs.append({"uwrites": [(0, 0, random_rows(emu, rng, 24))],
                      "prog": [good.encode(), bad.encode(), gemm(K=1, o=(40, 1), wb=True, w_base=120).encode(),
@@ -224,7 +224,8 @@ SPECIAL32 = [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x7F800000, 0xFF800
 
 def vec_job(config, emu, rng):
     """A program of VEC instructions (ADD, AXPY with WB, SCALE, RELU with WB, in-place AXPY+WB,
-    strided ADD) on random rows sprinkled with special values."""
+    strided ADD; MUL, EXP, RECIP, RSQRT, with and without WB, and a MAX reduction over rows as a
+    LOAD and a tree of two VEC MAX) on random rows sprinkled with special values."""
     bf = lambda v: int(fp.bf16_bits(fp.f32_to_bf16(np.float32(v))))   # noqa: E731
     x = random_rows(emu, rng, 80)
     y = fp.f32_bits(rng.standard_normal((100, config.lanes)).astype(np.float32)).astype(np.uint64)
@@ -238,9 +239,20 @@ def vec_job(config, emu, rng):
             vec(op="relu", x=0, y=20, chunks=2, wb=True, w_base=120),
             vec(op="axpy", x=40, y=40, chunks=2, scalar=0xFF80, wb=True, w_base=40),
             vec(op="add", x=50, y=60, chunks=2, x_stride=3, y_stride=5),
+            vec(op="mul", x=60, y=64, chunks=2, wb=True, w_base=160),
+            vec(op="exp", x=0, y=76, chunks=2, scalar=bf(-0.5)),
+            vec(op="exp", x=20, y=84, chunks=1, scalar=bf(1.0), wb=True, w_base=176),
+            vec(op="recip", x=24, y=88, chunks=1, wb=True, w_base=180),
+            vec(op="rsqrt", x=28, y=92, chunks=2, x_stride=3, y_stride=1, wb=True, w_base=184),
+            # the maximum of the 16 unified rows 64..79, row by row, into accumulation rows 100..103:
+            # rows 64..71 widened into 100..107, max with rows 72..79 (WB to 192..199), then the
+            # upper half of that (196..199) into 100..103
+            load(src=64, dst=100, chunks=2),
+            vec(op="max", x=72, y=100, chunks=2, wb=True, w_base=192),
+            vec(op="max", x=196, y=100, chunks=1),
             halt()]
     return {"uwrites": [(0, 0, x)], "awrites": [(0, y)], "prog": [i.encode() for i in prog],
-            "ureads": [(0, 0, 140)], "areads": [(0, 100)]}
+            "ureads": [(0, 0, 200)], "areads": [(0, 108)]}
 
 
 def compare(rtl, emu, njobs):
@@ -266,6 +278,19 @@ def test_system_matches_emulator(sim, config):
     assert sorted(set(errors)) == [0, 1, 2, 3, 4, 5, 6, 7]     # every error code is exercised
     rtl, _ = run_jobs_rtl(config, jobs, sim)
     compare(rtl, emu, len(jobs))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("config", [ONE_CYCLE, PIPELINED], ids=["M1S1", "M2S3"])
+def test_vec_ops_match_emulator_icarus(config):
+    """The VEC program of :func:`vec_job` alone (every :class:`~gen.design.isa.VecOp`, issue 19): RTL ==
+    emulator on Icarus, bit and cycle exact, at both latency settings."""
+    emu = Emulator(config)
+    jobs = [vec_job(config, emu, np.random.default_rng(19))]
+    want = emulate_jobs(config, jobs)
+    assert int(want["j0_error"]) == 0
+    rtl, _ = run_jobs_rtl(config, jobs, "icarus")
+    compare(rtl, want, len(jobs))
 
 
 @pytest.mark.sim

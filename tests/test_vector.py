@@ -16,7 +16,7 @@ from tests.test_controller import GEO as CGEO
 from tests.test_controller import decode_rtl
 from gen.design.isa import BF16_ONE, VecOp
 from hdl.vector import VectorUnit, vec_rows
-from sim.vector_ref import vec_ref
+from sim.vector_ref import exp_bits, vec_ref
 from sim import bf16 as fp
 
 LANES = 8
@@ -125,8 +125,9 @@ def test_ref_against_float64(a, x, y):
     def r32(v):
         with np.errstate(over="ignore"):
             return float(fp.ftz32(np.float32(v)))
+    # MUL: the 24 x 8-bit product is exact in float64, so r32 is the one IEEE rounding, then the flush
     for op, want in ((VecOp.ADD, r32(yv + xv)), (VecOp.AXPY, r32(yv + r32(av * xv))), (VecOp.SCALE, r32(av * xv)),
-                     (VecOp.RELU, max(yv, 0.0) + 0.0)):
+                     (VecOp.RELU, max(yv, 0.0) + 0.0), (VecOp.MUL, r32(yv * xv)), (VecOp.MAX, max(yv, xv))):
         o, _ = vec_ref(CFG, op, a, np.array([x], np.uint64), np.array([y], np.uint64))
         got = float(fp.f32_from_bits(np.uint32(o[0])))
         if np.isnan(want):
@@ -138,11 +139,145 @@ def test_ref_against_float64(a, x, y):
     assert int(o[0]) == 0
 
 
+def _bf16_correct(v):
+    """float64 ``v`` correctly rounded to bfloat16 (RNE), flushed below ``2**-126``, ``+-inf`` at ``2**128``."""
+    v = np.asarray(v, np.float64)
+    m, e = np.frexp(v)                                 # v = m * 2**e, 0.5 <= |m| < 1: 8 bits of m kept
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.ldexp(np.rint(np.ldexp(m, 8)), e - 8)   # np.rint: ties to even
+        r = np.where(np.abs(r) < 2.0 ** -126, 0.0 * r, r)
+        return np.where(np.abs(r) >= 2.0 ** 128, np.copysign(np.inf, r), r)
+
+
+ALL16 = np.arange(1 << 16, dtype=np.uint64)
+
+
+def _widened(bits16):
+    return fp.bf16_to_f32(fp.bf16_from_bits(np.asarray(bits16, np.uint16))).astype(np.float64)
+
+
+def _as_f64(bits32):
+    return fp.f32_from_bits(np.asarray(bits32, np.uint32)).astype(np.float64)
+
+
+def _same(got, want):
+    """Equal values with equal signs of zero, or both NaN."""
+    return (np.isnan(got) & np.isnan(want)) | ((got == want) & (np.signbit(got) == np.signbit(want)))
+
+
+def test_recip_rsqrt_exhaustive_against_float64():
+    """RECIP and RSQRT over all 65,536 bfloat16 inputs: ``o`` is the correctly rounded FP32 result
+    (RECIP: numpy's IEEE float32 division, then FTZ, bit for bit; RSQRT: within 0.5 FP32 ulp of
+    float64) and ``o_narrow`` the correctly rounded bfloat16 of the float64 value (0.5 ulp)."""
+    x = _widened(ALL16)
+    ro, rn = vec_ref(CFG, VecOp.RECIP, 0, ALL16, np.zeros_like(ALL16))
+    with np.errstate(divide="ignore", over="ignore", under="ignore"):
+        want = fp.ftz32(np.float32(1) / x.astype(np.float32))
+        assert np.array_equal(ro, fp.f32_bits(want).astype(np.uint64))
+        assert _same(_widened(rn), _bf16_correct(1 / x)).all()
+    so, sn = vec_ref(CFG, VecOp.RSQRT, 0, ALL16, np.zeros_like(ALL16))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = 1 / np.sqrt(x)
+    got = _as_f64(so)
+    assert _same(got[~np.isfinite(exact) | (exact == 0)], exact[~np.isfinite(exact) | (exact == 0)]).all()
+    fin = np.isfinite(exact) & (exact != 0)
+    ulp32 = np.ldexp(1.0, np.frexp(exact[fin])[1] - 24)
+    assert (np.abs(got[fin] - exact[fin]) <= 0.5 * ulp32).all()
+    assert _same(_widened(sn), _bf16_correct(exact)).all()
+    # RSQRT: negative numbers (not -0) and NaN give the canonical NaN
+    assert set(int(v) for v in so[np.isnan(x) | (x < 0)]) == {0x7FC00000}
+
+
+#: measured largest relative error of EXP's FP32 result against float64 (2**-17.96, see below)
+EXP_REL_BOUND = 2.0 ** -17.9
+
+
+def test_exp_exhaustive_against_float64():
+    """EXP over all 65,536 bfloat16 ``x`` (``a = 1``): ``o_narrow`` is the correctly rounded bfloat16
+    of float64 ``exp(x)`` (FTZ below ``2**-126``, ``+inf`` from ``2**128``) for every input; ``o`` is
+    within :data:`EXP_REL_BOUND` relative (measured 3.77e-6 = 2**-18.02); NaN -> canonical NaN."""
+    x = _widened(ALL16)
+    o, n = vec_ref(CFG, VecOp.EXP, BF16_ONE, ALL16, np.zeros_like(ALL16))
+    with np.errstate(over="ignore"):
+        exact = np.exp(x)
+    assert _same(_widened(n), _bf16_correct(exact)).all()
+    got = _as_f64(o)
+    normal = (exact >= 2.0 ** -126) & (exact < 2.0 ** 128)
+    assert (np.abs(got[normal] - exact[normal]) <= EXP_REL_BOUND * exact[normal]).all()
+    assert (got[exact < 2.0 ** -126] == 0).all() and np.isinf(got[np.isfinite(x) & (exact > 2.0 ** 128)]).all()
+    assert set(int(v) for v in o[np.isnan(x)]) == {0x7FC00000}
+    assert int(o[0]) == 0x3F800000 == int(o[0x8000])      # exp(+-0) = 1 exactly
+
+
+def test_exp_of_every_product_against_float64():
+    """EXP of every FP32 ``p`` with a 16-bit significand (a superset of the products ``x * a``):
+    within :data:`EXP_REL_BOUND` of float64 where the result is a normal number (measured
+    3.93e-6 = 2**-17.96), ``+0`` below ``2**-126``, ``+inf`` above ``2**128``."""
+    sig = np.arange(1 << 15, dtype=np.uint64) << np.uint64(8)
+    worst = 0.0
+    for s in (0, 1):
+        for e in range(0, 256):
+            pb = (np.uint64(s) << np.uint64(31)) | (np.uint64(e) << np.uint64(23)) | sig
+            got = _as_f64(exp_bits(pb))
+            p = _as_f64(fp.f32_bits(fp.ftz32(fp.f32_from_bits(pb.astype(np.uint32)))))
+            with np.errstate(over="ignore"):
+                exact = np.exp(p)
+            normal = (exact >= 2.0 ** -126) & (exact < 2.0 ** 128)
+            if normal.any():
+                worst = max(worst, float(np.max(np.abs(got[normal] - exact[normal]) / exact[normal])))
+            assert (got[exact < 2.0 ** -126 * (1 - 1e-5)] == 0).all(), (s, e)
+            assert np.isinf(got[exact > 2.0 ** 128 * (1 + 1e-5)]).all(), (s, e)
+            assert _same(got[np.isnan(p)], np.full(int(np.isnan(p).sum()), np.nan)).all()
+    assert 2.0 ** -18.5 < worst <= EXP_REL_BOUND
+
+
+def test_mul_rounds_up_to_the_smallest_normal():
+    """MUL rounds once on IEEE's subnormal grid, then flushes: ``(2**-125 - 2**-149) * 0.5`` is a tie
+    that rounds up to ``2**-126`` (kept), just below it the result flushes to ``+-0``; overflow to inf."""
+    x_half = 0x3F00
+    x_low = 0x3F7F                                     # 1 - 2**-8
+    cases = [(0x00FFFFFF, x_half, 0x00800000), (0x80FFFFFF, x_half, 0x80800000), (0x00FFFFFE, x_half, 0x00000000),
+             (0x00808080, x_low, 0x00800000), (0x0080807F, x_low, 0x00000000), (0x00808081, x_low, 0x00800000),
+             (0x7F7FFFFF, 0x4000, 0x7F800000), (0xFF7FFFFF, 0x3F80, 0xFF7FFFFF)]
+    for y, x, want in cases:
+        o, _ = vec_ref(CFG, VecOp.MUL, 0, np.array([x], np.uint64), np.array([y], np.uint64))
+        assert int(o[0]) == want, (hex(y), hex(x), hex(int(o[0])))
+    batches = [(int(VecOp.MUL), 0, [x for _, x, _ in cases] + [x_half] * (LANES - len(cases)),
+                [y for y, _, _ in cases] + [0x00FFFFFF] * (LANES - len(cases)))]
+    check(CFG, batches)
+
+
+@pytest.mark.parametrize("latencies", [(1, 1), (2, 3)], ids=lambda x: f"M{x[0]}S{x[1]}")
+def test_rom_ops_cover_every_entry(latencies):
+    """RTL == reference for RECIP and RSQRT on every ROM entry (all fractions at odd and even
+    exponents, the range ends), EXP on all ``x`` of ``2**-4 <= |x| < 128`` (every segment of its
+    table) and MAX / MUL beside them, back to back with the ops interleaved."""
+    xs = [(e << 7) | m for e in (1, 2, 126, 127, 128, 253, 254) for m in range(128)] + SPECIAL16
+    ex = [(s << 15) | (e << 7) | m for s in (0, 1) for e in range(123, 134) for m in range(128)]
+    rng = np.random.default_rng(5)
+    batches = []
+    for k in range(0, len(ex), LANES):
+        for op, pool in ((VecOp.EXP, ex), (VecOp.RECIP, xs), (VecOp.RSQRT, xs), (VecOp.MAX, xs), (VecOp.MUL, xs)):
+            lane = [pool[(k + j) % len(pool)] for j in range(LANES)]
+            ys = rng.choice(SPECIAL32 + [int(v) for v in rng.integers(0, 1 << 32, 8)], LANES)
+            batches.append((int(op), BF16_ONE, lane, ys))
+    ml, al = latencies
+    check(CFG.replace(mul_latency=ml, add_latency=al), batches)
+
+
 def test_int_ref_examples():
     o, n = vec_ref(ICFG, VecOp.AXPY, 0xFFFE, np.array([3, 0xFFFF], np.uint64), np.array([10, 5], np.uint64))
     assert [int(v) for v in o] == [4, 7]                # 10 + (-2)*3, 5 + (-2)*(-1)
     o, _ = vec_ref(ICFG, VecOp.RELU, 0, np.array([0, 0], np.uint64), np.array([(1 << 48) - 4, 9], np.uint64))
     assert [int(v) for v in o] == [0, 9]
+    o, _ = vec_ref(ICFG, VecOp.MUL, 0, np.array([3, 0xFFFF], np.uint64), np.array([10, 5], np.uint64))
+    assert [int(v) for v in o] == [30, (1 << ICFG.acc_bits) - 5]
+    o, _ = vec_ref(ICFG, VecOp.MAX, 0, np.array([3, 0xFFFF], np.uint64), np.array([10, (1 << ICFG.acc_bits) - 7],
+                                                                                   np.uint64))
+    assert [int(v) for v in o] == [10, (1 << ICFG.acc_bits) - 1]
+    for op in (VecOp.EXP, VecOp.RECIP, VecOp.RSQRT):     # not in the integer datatype: 0
+        o, _ = vec_ref(ICFG, op, 0, np.array([3], np.uint64), np.array([10], np.uint64))
+        assert int(o[0]) == 0
 
 
 def test_vec_rows_and_config_errors():
@@ -159,7 +294,7 @@ def test_vec_rows_and_config_errors():
 @st.composite
 def vec_instrs(draw):
     addr = st.one_of(st.integers(0, 40), st.integers(CGEO.accum_rows - 20, CGEO.unified_half_rows + 5))
-    return Instr(opcode=Opcode.VEC, mode=draw(st.sampled_from([0, 1, 2, 3, 4])), flags=draw(st.integers(0, 3)),
+    return Instr(opcode=Opcode.VEC, mode=draw(st.sampled_from([*range(10), 15])), flags=draw(st.integers(0, 3)),
                  K=draw(st.sampled_from([0, 1, 2, 5, 12])), a_base=draw(addr), o_base=draw(addr),
                  w_base=draw(addr), a_sk=draw(st.integers(0, 9)), o_sk=draw(st.integers(0, 9)),
                  scalar=draw(st.integers(0, 0xFFFF)))

@@ -11,7 +11,8 @@ Opcodes
 ``NOP``, ``SYNC`` (wait for the datapath to drain), ``HALT``, ``GEMM`` (one tiled
 contraction), ``LOAD`` (unified memory -> accumulation unit, widened) and
 ``STORE`` (accumulation unit -> unified memory, rounded to bfloat16 RNE) and
-``VEC`` (elementwise ADD / AXPY / SCALE / RELU on the vector unit, :mod:`hdl.vector`).
+``VEC`` (elementwise ADD / AXPY / SCALE / RELU / MUL / MAX / EXP / RECIP / RSQRT on the vector
+unit, :mod:`hdl.vector`).
 
 GEMM (output-stationary dataflow ``OS``): the active CEs form a grid
 ``gm x gn x gk`` (``c = (im * gn + in_) * gk + ik``); for every tile ``(l1, l0)``
@@ -188,7 +189,7 @@ class ErrorCode(enum.IntEnum):
 #: output ``o`` the ``k`` slot is the stride between the CE's result rows.
 LEVELS = ("k", "l0", "l1", "m", "n", "r")
 _FIELDS: list[tuple[str, int]] = [
-    ("opcode", 4), ("flags", 4), ("mode", 3),
+    ("opcode", 4), ("flags", 4), ("mode", 4),
     ("log_gm", LOG_GRID_BITS), ("log_gn", LOG_GRID_BITS), ("log_gk", LOG_GRID_BITS),
     ("K", BOUND_BITS), ("L0", BOUND_BITS), ("L1", BOUND_BITS),
 ]
@@ -391,12 +392,26 @@ def store(*, src: int, dst: int, chunks: int, src_stride: int = 1, dst_stride: i
 
 
 class VecOp(enum.IntEnum):
-    """The ``mode`` field of a ``VEC`` instruction."""
+    """The ``mode`` field of a ``VEC`` instruction (per lane; :mod:`hdl.vector` has the table)."""
 
+    #: ``y + x``
     ADD = 0
+    #: ``y + a * x``
     AXPY = 1
+    #: ``a * x``
     SCALE = 2
+    #: ``max(y, +0)``
     RELU = 3
+    #: ``y * x`` (FP32 x bfloat16, rounded to nearest even)
+    MUL = 4
+    #: ``max(y, x)``
+    MAX = 5
+    #: ``exp(a * x)``
+    EXP = 6
+    #: ``1 / x``
+    RECIP = 7
+    #: ``1 / sqrt(x)``
+    RSQRT = 8
 
 
 #: bfloat16 1.0: the multiplier of ``VEC ADD`` (``y + x * 1.0``)
@@ -411,7 +426,7 @@ def vec(*, op: str | int, chunks: int, x: int = 0, y: int = 0, x_stride: int = 1
     """``chunks * vec_rows`` rows: row ``i`` combines unified ``x + i*x_stride`` (bfloat16) with
     accumulation ``y + i*y_stride`` (FP32) and writes the result to that accumulation row (and,
     with ``wb``, rounded to bfloat16, to unified ``w_base + i*y_stride``). ``scalar`` is the
-    bfloat16 bit pattern of ``a`` (AXPY, SCALE). See ``docs/isa.md``."""
+    bfloat16 bit pattern of ``a`` (AXPY, SCALE, EXP). See ``docs/isa.md``."""
     code = VEC_OPS[op] if isinstance(op, str) else int(op)
     return Instr(opcode=Opcode.VEC, mode=code, K=chunks, a_base=x, a_sk=x_stride, o_base=y, o_sk=y_stride,
                  scalar=scalar, flags=int(Flag.WB) if wb else 0, w_base=w_base)
