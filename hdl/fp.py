@@ -32,14 +32,15 @@ F32_QNAN = 0x7FC00000
 BF16_QNAN = 0x7FC0
 
 #: cut points of :class:`FP32Add` in datapath order
-ADD_CUT_NAMES = ("swap", "align", "add", "lzc", "norm", "round")
+ADD_CUT_NAMES = ("compare", "align", "add", "lzc", "norm", "round")
 #: ``stages`` -> the cut points that get a register (balanced by logic depth: the alignment
 #: shift, the 28-bit add, the leading-zero count and normalising shift, the rounding increment)
 ADD_CUTS = {0: (), 1: ("add",), 2: ("align", "lzc"), 3: ("align", "lzc", "norm"),
-            4: ("align", "add", "lzc", "norm"), 5: ("swap", "align", "add", "lzc", "norm"),
+            4: ("align", "add", "lzc", "norm"), 5: ("compare", "align", "add", "lzc", "norm"),
             6: ADD_CUT_NAMES}
-#: ``stages`` -> cut points of :class:`BF16Mul` (after the significand product)
-MUL_CUTS = {0: (), 1: ("product",)}
+#: ``stages`` -> cut points of :class:`BF16Mul` (``sums``: two partial sums of the LUT multiplier;
+#: ``product``: the 16-bit significand product and the exponent)
+MUL_CUTS = {0: (), 1: ("sums",), 2: ("sums", "product")}
 
 
 def _check_stages(stages, table, block):
@@ -62,6 +63,45 @@ def _stage(m: Module, cuts, name: str, **values):
     return out
 
 
+def _ge_const(x, c: int):
+    """``x >= c`` for an unsigned value ``x`` and a constant ``c`` as AND/OR logic (MSB first),
+    not a subtractor: a compare against a constant needs no carry chain, so it does not add one
+    behind the adder that computes ``x``."""
+    n = len(x)
+    if c <= 0:
+        return Const(1, 1)
+    if c >= 1 << n:
+        return Const(0, 1)
+    rest = _ge_const(x[:n - 1], c & ((1 << (n - 1)) - 1))
+    return x[n - 1] & rest if c >> (n - 1) else x[n - 1] | rest
+
+
+def _le_const(x, c: int):
+    """``x <= c`` for an unsigned value ``x`` and a constant ``c`` (:func:`_ge_const`)."""
+    return ~_ge_const(x, c + 1)
+
+
+def _product_sums(m: Module, ma, mb):
+    """The 8x8 significand product ``ma * mb`` in LUTs and carry chains up to two partial sums
+    ``sum0 + (sum1 << 4)``: four radix-4 rows ``ma * mb[2j:2j+2]``, each a 4:1 multiplexer of
+    ``0, ma, 2 ma, 3 ma`` (``3 ma`` one carry chain on ``ma``, beside the selects), added in pairs
+    (two 12-bit carry chains)."""
+    ma3 = Signal(10, name="ma3")
+    m.d.comb += ma3.eq(ma + (ma << 1))
+    rows = []
+    for j in range(4):
+        lo, hi = mb[2 * j], mb[2 * j + 1]
+        row = Signal(10, name=f"row{j}")
+        m.d.comb += row.eq(Mux(hi, Mux(lo, ma3, ma << 1), Mux(lo, ma, 0)))
+        rows.append(row)
+    sums = {}
+    for k in range(2):
+        total = Signal(12, name=f"sum{k}")
+        m.d.comb += total.eq(rows[2 * k] + (rows[2 * k + 1] << 2))
+        sums[f"sum{k}"] = total
+    return sums
+
+
 class BF16Mul(wiring.Component):
     """bfloat16 x bfloat16 -> FP32 product.
 
@@ -74,8 +114,14 @@ class BF16Mul(wiring.Component):
     Parameters
     ----------
     stages : int
-        Inner pipeline registers, 0 (combinational) or 1 (cut ``product``: after the 8x8
-        significand multiply and the exponent add, with the sign and the special-case flags).
+        Inner pipeline registers, 0 .. 2, at the cut points of :data:`MUL_CUTS` (``sums``: after
+        the radix-4 rows and their pairwise sums, with the exponent sum, the sign and the operand
+        classes; ``product``: after the last add of the significand product, with the exponents
+        and range checks of both normalisations and the special-case flags). Combinational
+        (``stages`` = 0), the 8x8 significand product is a ``*`` that Yosys maps to one ECP5
+        ``MULT18X18D``; pipelined, it is built in LUTs and carry chains (:func:`_product_sums`):
+        the DSP's combinational delay (~4 ns plus the route to the DSP row) would bound a stage
+        near 115 MHz.
 
     Ports
     -----
@@ -85,8 +131,9 @@ class BF16Mul(wiring.Component):
         FP32 product, valid :attr:`latency` (= ``stages``) cycles after ``a``, ``b``; one
         operand pair per cycle.
 
-    Logic depth: one 8x8 unsigned multiplier in parallel with a 9-bit exponent
-    adder, then a 1-bit normalisation mux and the special-case muxes.
+    Logic depth: one 8x8 unsigned multiplier (pipelined: a 10-bit, a 12-bit and a 16-bit carry
+    chain behind the radix-4 row multiplexers) in parallel with a 9-bit exponent adder, then a
+    1-bit normalisation mux and the special-case muxes.
     """
 
     def __init__(self, *, stages: int = 0):
@@ -104,26 +151,35 @@ class BF16Mul(wiring.Component):
         cuts = MUL_CUTS[self._stages]
         sa, ea, fa = self.a[15], self.a[7:15], self.a[0:7]
         sb, eb, fb = self.b[15], self.b[7:15], self.b[0:7]
-        # DAZ: exponent 0 means zero whatever the fraction says.
-        a_zero, b_zero = ea == 0, eb == 0
-        a_inf, b_inf = (ea == 0xFF) & (fa == 0), (eb == 0xFF) & (fb == 0)
-        a_nan, b_nan = (ea == 0xFF) & (fa != 0), (eb == 0xFF) & (fb != 0)
-        nan = Signal(name="nan")
-        inf = Signal(name="inf")
-        zero = Signal(name="zero")
-        m.d.comb += [nan.eq(a_nan | b_nan | (a_zero & b_inf) | (a_inf & b_zero)),
-                     inf.eq(a_inf | b_inf), zero.eq(a_zero | b_zero)]
+        # operand classes (DAZ: exponent 0 means zero whatever the fraction says); the special
+        # flags are decided from them after the first cut, beside the last product add
+        classes = {"a_emax": ea == 0xFF, "a_frac": fa != 0, "a_zero": ea == 0,
+                   "b_emax": eb == 0xFF, "b_frac": fb != 0, "b_zero": eb == 0}
+        # sum of the biased exponents (one 9-bit carry chain); the result exponent is
+        # esum - 127 (product in [1, 2)) or esum - 126 (in [2, 4))
+        esum = Signal(9, name="esum")
+        m.d.comb += esum.eq(ea + eb)
+        v = {"sign": sa ^ sb, "esum": esum, **classes}
         prod = Signal(16, name="prod")  # 1.fa * 1.fb in [1, 4), 14 fraction bits
-        m.d.comb += prod.eq(Cat(fa, Const(1, 1)) * Cat(fb, Const(1, 1)))
-        # biased result exponent before normalisation, signed: ea + eb - 127 in [-125, 383]
-        exp0 = Signal(range(-256, 512), name="exp0")
-        m.d.comb += exp0.eq(ea + eb - 127)
-        # the exponent for both normalisations and its range checks, before the cut
-        exp1 = Signal(range(-256, 512), name="exp1")
-        m.d.comb += exp1.eq(exp0 + 1)
-        v = _stage(m, cuts, "product", sign=sa ^ sb, nan=nan, inf=inf, zero=zero, prod=prod,
-                   exp0=exp0[:8], exp1=exp1[:8], under0=exp0 <= 0, under1=exp1 <= 0,
-                   over0=exp0 >= 0xFF, over1=exp1 >= 0xFF)
+        ma, mb = Cat(fa, Const(1, 1)), Cat(fb, Const(1, 1))
+        if not cuts:
+            m.d.comb += prod.eq(ma * mb)  # the ECP5 maps it to a DSP (MULT18X18D), combinationally
+        else:
+            v = _stage(m, cuts, "sums", **v, **_product_sums(m, ma, mb))
+            m.d.comb += prod.eq(v["sum0"] + (v["sum1"] << 4))
+        a_inf, b_inf = v["a_emax"] & ~v["a_frac"], v["b_emax"] & ~v["b_frac"]
+        a_nan, b_nan = v["a_emax"] & v["a_frac"], v["b_emax"] & v["b_frac"]
+        nan, inf, zero = Signal(name="nan"), Signal(name="inf"), Signal(name="zero")
+        m.d.comb += [nan.eq(a_nan | b_nan | (v["a_zero"] & b_inf) | (a_inf & v["b_zero"])),
+                     inf.eq(a_inf | b_inf), zero.eq(v["a_zero"] | v["b_zero"])]
+        # the exponents for both normalisations from esum in parallel, their range checks
+        # constant compares on esum (no chained adders)
+        esum = v["esum"]
+        exp0, exp1 = Signal(8, name="exp0"), Signal(8, name="exp1")
+        m.d.comb += [exp0.eq(esum - 127), exp1.eq(esum - 126)]
+        v = _stage(m, cuts, "product", sign=v["sign"], nan=nan, inf=inf, zero=zero, prod=prod,
+                   exp0=exp0, exp1=exp1, under0=_le_const(esum, 127), under1=_le_const(esum, 126),
+                   over0=_ge_const(esum, 127 + 0xFF), over1=_ge_const(esum, 126 + 0xFF))
 
         carry = v["prod"][15]
         exp = Mux(carry, v["exp1"], v["exp0"])
@@ -179,33 +235,143 @@ def _leading_zeros(m: Module, value, name: str):
     return lz
 
 
-def _add_specials(m: Module, a, b):
-    """The special cases of ``a + b`` in priority order (NaN, infinities, zero operands): a flag
-    and the result it gives, decided from the operands so that it can ride along the pipeline."""
-    def unpack(x):
+def _add_classes(a, b):
+    """Per operand: sign, exponent all ones, fraction non-zero, exponent zero (a zero, DAZ)."""
+    out = {}
+    for tag, x in (("a", a), ("b", b)):
         e, f = x[23:31], x[0:23]
-        return x[31], e == 0, (e == 0xFF) & (f == 0), (e == 0xFF) & (f != 0)
+        out.update({f"{tag}_sign": x[31], f"{tag}_emax": e == 0xFF, f"{tag}_frac": f != 0, f"{tag}_zero": e == 0})
+    return out
 
-    sa, a_zero, a_inf, a_nan = unpack(a)
-    sb, b_zero, b_inf, b_nan = unpack(b)
+
+def _add_specials(m: Module, c):
+    """The special cases of ``a + b`` that the datapath does not give, from the operand classes
+    ``c`` (:func:`_add_classes`), as four flags that ride along the pipeline: ``special``, and
+    with it ``nan`` (the canonical NaN), else ``inf`` (an infinity of sign ``sign``), else a zero
+    of sign ``sign`` (both operands zero). One zero operand is no special case: the datapath
+    shifts the smaller operand's significand out entirely and returns the larger operand
+    unchanged."""
+    sa, sb = c["a_sign"], c["b_sign"]
+    a_inf, b_inf = c["a_emax"] & ~c["a_frac"], c["b_emax"] & ~c["b_frac"]
+    a_nan, b_nan = c["a_emax"] & c["a_frac"], c["b_emax"] & c["b_frac"]
+    nan, inf, sign = Signal(name="special_nan"), Signal(name="special_inf"), Signal(name="special_sign")
     special = Signal(name="special")
-    special_value = Signal(32, name="special_value")
-    m.d.comb += special.eq(1)
-    with m.If(a_nan | b_nan | (a_inf & b_inf & (sa != sb))):
-        m.d.comb += special_value.eq(F32_QNAN)
-    with m.Elif(a_inf):
-        m.d.comb += special_value.eq(Cat(Const(0, 23), Const(0xFF, 8), sa))
-    with m.Elif(b_inf):
-        m.d.comb += special_value.eq(Cat(Const(0, 23), Const(0xFF, 8), sb))
-    with m.Elif(a_zero & b_zero):
-        m.d.comb += special_value.eq(Cat(Const(0, 31), sa & sb))
-    with m.Elif(b_zero):
-        m.d.comb += special_value.eq(a)
-    with m.Elif(a_zero):
-        m.d.comb += special_value.eq(b)
-    with m.Else():
-        m.d.comb += special.eq(0)
-    return special, special_value
+    m.d.comb += [nan.eq(a_nan | b_nan | (a_inf & b_inf & (sa != sb))), inf.eq(a_inf | b_inf),
+                 sign.eq(Mux(a_inf, sa, Mux(b_inf, sb, sa & sb))),
+                 special.eq(c["a_emax"] | c["b_emax"] | (c["a_zero"] & c["b_zero"]))]
+    return {"special": special, "special_nan": nan, "special_inf": inf, "special_sign": sign}
+
+
+def _specials(v):
+    """The special-case flags of stage values ``v`` (:func:`_add_specials`), to pass on."""
+    return {k: v[k] for k in ("special", "special_nan", "special_inf", "special_sign")}
+
+
+def _add_compare(m: Module, cuts, a, b):
+    """Stage ``compare``: the operand classes, the magnitude compare of the operands (a 31-bit
+    carry chain) and, from the exponents alone (two 9-bit subtractions in parallel with it), the
+    larger exponent, the alignment shift and the operand order: the significand of the operand
+    with the larger exponent is ``fx``, the other one ``fy``. With equal exponents the order can
+    be wrong (``fy > fx``); the shift is 0 then, and the add stage subtracts the other way round
+    (``reverse``), so the magnitude compare drives no multiplexer here."""
+    ea, fa = a[23:31], a[0:23]
+    eb, fb = b[23:31], b[0:23]
+    classes = _add_classes(a, b)
+    swap = Signal(name="swap")  # b has the larger magnitude
+    m.d.comb += swap.eq(Cat(fb, eb) > Cat(fa, ea))
+    diffs = []
+    for tag, (e_hi, e_lo) in (("ab", (ea, eb)), ("ba", (eb, ea))):
+        diff = Signal(9, name=f"exp_diff_{tag}")
+        m.d.comb += diff.eq(e_hi - e_lo)
+        diffs.append(diff)
+    b_larger = Signal(name="b_larger")  # eb > ea: the subtraction ea - eb borrowed
+    m.d.comb += b_larger.eq(diffs[0][8])
+    # the shift amount |ea - eb| (no clamp: any amount >= 27 shifts everything out)
+    shamt = Signal(8, name="align_shift")
+    m.d.comb += shamt.eq(Mux(b_larger, diffs[1][:8], diffs[0][:8]))
+    ex, fx, fy = Signal(8, name="ex"), Signal(23, name="fx"), Signal(23, name="fy")
+    m.d.comb += [ex.eq(Mux(b_larger, eb, ea)), fx.eq(Mux(b_larger, fb, fa)), fy.eq(Mux(b_larger, fa, fb))]
+    return _stage(m, cuts, "compare", **classes, swap=swap, b_larger=b_larger, fx=fx, fy=fy, ex=ex, shamt=shamt)
+
+
+def _add_align(m: Module, cuts, v):
+    """Stage ``align``: the 27-bit alignment shift of ``fy`` (hidden bit and three extra bits) and
+    its sticky bit (a mask built from the shift amount in parallel with the shifter); beside them
+    the larger exponent plus one, the sign of the larger operand and the special-case flags."""
+    my = Signal(27, name="my")
+    m.d.comb += my.eq(Cat(Const(0, 3), v["fy"], Const(1, 1)))
+    # a zero operand (exponent 0, DAZ) is the smaller one (both zero is a special case) and adds
+    # nothing: it is shifted out entirely, without a sticky bit
+    y_zero = v["a_zero"] | v["b_zero"]
+    my_shifted, shifted_out = Signal(27, name="my_shifted"), Signal(27, name="align_mask")
+    sticky = Signal(name="align_sticky")
+    m.d.comb += [
+        my_shifted.eq(Mux(y_zero, 0, my >> v["shamt"])),
+        shifted_out.eq(~(Const((1 << 27) - 1, 27) << v["shamt"])[0:27]),
+        sticky.eq(((my & shifted_out) != 0) & ~y_zero),
+    ]
+    # the exponent of a carry out of the add; the normalisation works from it
+    e1 = Signal(8, name="ex_plus1")  # wraps only for ex = 255, a special case
+    m.d.comb += e1.eq(v["ex"] + 1)
+    sx, reverse = Signal(name="sx"), Signal(name="reverse")
+    m.d.comb += [sx.eq(Mux(v["swap"], v["b_sign"], v["a_sign"])), reverse.eq(v["swap"] & ~v["b_larger"])]
+    return _stage(m, cuts, "align", **_add_specials(m, v), sx=sx, ex=v["ex"], e1=e1, reverse=reverse,
+                  subtract=v["a_sign"] ^ v["b_sign"], fx=v["fx"], my=my_shifted, sticky=sticky)
+
+
+def _add_sum(m: Module, cuts, v):
+    """Stages ``add`` (the 28-bit add or subtract: one carry chain; a subtraction inverts one
+    operand, ``fy`` if not ``reverse``, and sets the carry-in) and ``lzc`` (the leading-zero count of
+    the sum, the exact cancellation flag)."""
+    sub, rev = v["subtract"], v["reverse"]
+    mx = Cat(Const(0, 3), v["fx"], Const(1, 1), Const(0, 1))
+    my = Cat(v["my"][0] | v["sticky"], v["my"][1:27], Const(0, 1))
+    raw = Signal(28, name="raw_sum")  # the larger magnitude minus the smaller: no wrap
+    m.d.comb += raw.eq((mx ^ (sub & rev).replicate(28)) + (my ^ (sub & ~rev).replicate(28)) + sub)
+    v = _stage(m, cuts, "add", **_specials(v), sx=v["sx"], ex=v["ex"], e1=v["e1"], raw=raw)
+    lz = _leading_zeros(m, v["raw"][0:27], "lzc")
+    cancel = Signal(name="cancel")
+    m.d.comb += cancel.eq(v["raw"] == 0)
+    return _stage(m, cuts, "lzc", **_specials(v), sx=v["sx"], cancel=cancel, ex=v["ex"], e1=v["e1"], raw=v["raw"],
+                  lz=lz)
+
+
+def _add_normalise(m: Module, cuts, v):
+    """Stage ``norm``: the normalising shift (one right on a carry out, else left by the
+    leading-zero count) and the result exponent without (``exp0``) and with (``exp1``) a rounding
+    carry: ``ex + 1`` and ``ex + 2`` after a carry out, else ``ex - lz`` and ``ex + 1 - lz``, each one
+    carry chain from the stage's inputs (``ex`` and ``e1 = ex + 1`` come from the align stage). The
+    range checks compare the inputs directly (``ex - lz <= 0`` is ``ex <= lz``), so no check waits
+    for a subtraction."""
+    raw, ex, e1, lz = v["raw"], v["ex"], v["e1"], v["lz"]
+    carry_out = raw[27]
+    norm = Signal(27, name="norm")  # the leading one at bit 26
+    m.d.comb += norm.eq(Mux(carry_out, Cat(raw[1] | raw[0], raw[2:28]), (raw[0:27] << lz)[0:27]))
+    dec0, dec1, inc1 = Signal(8, name="norm_dec0"), Signal(8, name="norm_dec1"), Signal(8, name="norm_inc1")
+    m.d.comb += [dec0.eq(ex - lz), dec1.eq(e1 - lz), inc1.eq(e1 + 1)]
+    under0, under1 = Signal(name="norm_under0"), Signal(name="norm_under1")
+    m.d.comb += [under0.eq(ex <= lz), under1.eq(ex < lz)]
+    lz0, lz1 = lz == 0, lz == 1
+    return _stage(m, cuts, "norm", **_specials(v), sx=v["sx"], cancel=v["cancel"], norm=norm,
+                  exp0=Mux(carry_out, e1, dec0), exp1=Mux(carry_out, inc1, dec1),
+                  under0=~carry_out & under0, under1=~carry_out & under1,
+                  over0=Mux(carry_out, _ge_const(ex, 0xFE), lz0 & (ex == 0xFF)),
+                  over1=Mux(carry_out, _ge_const(ex, 0xFD), (lz0 & _ge_const(ex, 0xFE)) | (lz1 & (ex == 0xFF))))
+
+
+def _add_round(m: Module, cuts, v):
+    """Stage ``round``: round to nearest, ties to even (a 24-bit increment); a carry out of it
+    leaves a zero fraction in both positions, so only the exponent and its checks are selected."""
+    norm = v["norm"]
+    lsb, guard, rnd, stk = norm[3], norm[2], norm[1], norm[0]
+    round_up = Signal(name="round_up")
+    m.d.comb += round_up.eq(guard & (rnd | stk | lsb))
+    rounded = Signal(25, name="rounded")  # 1.f plus a possible carry out
+    m.d.comb += rounded.eq(norm[3:27] + round_up)
+    carry = rounded[24]
+    return _stage(m, cuts, "round", **_specials(v), sx=v["sx"],
+                  cancel=v["cancel"], res_frac=rounded[0:23], res_exp=Mux(carry, v["exp1"], v["exp0"]),
+                  under=Mux(carry, v["under1"], v["under0"]), over=Mux(carry, v["over1"], v["over0"]))
 
 
 class FP32Add(wiring.Component):
@@ -220,16 +386,18 @@ class FP32Add(wiring.Component):
     by at most one, where the difference is exact, so three extra bits are
     enough for correct rounding. Results below ``2**-126`` are exact and are
     flushed to a zero of the result's sign; exact cancellation gives ``+0``.
-    The special cases (NaN, infinities, zero operands) are resolved up front
-    into a flag and a 32-bit value that ride along the pipeline.
+    The special cases (NaN, infinities, both operands zero) are resolved up front
+    into four flags that ride along the pipeline; one zero operand (DAZ) goes
+    through the datapath, shifted out entirely, so the other operand is the sum.
 
     Parameters
     ----------
     stages : int
         Inner pipeline registers, 0 .. 6, at the cut points of :data:`ADD_CUTS`
-        (``swap``: after the magnitude compare and swap; ``align``: after the alignment shift
-        and sticky; ``add``: after the 28-bit add/subtract; ``lzc``: after the leading-zero
-        count; ``norm``: after the normalising shift; ``round``: after the rounding increment).
+        (``compare``: after the magnitude compare, the exponent difference, the operand order by
+        exponent and the operand classes; ``align``: after the alignment shift and sticky;
+        ``add``: after the 28-bit add/subtract; ``lzc``: after the leading-zero count; ``norm``:
+        after the normalising shift and the exponent; ``round``: after the rounding increment).
 
     Ports
     -----
@@ -239,11 +407,12 @@ class FP32Add(wiring.Component):
         FP32 sum, valid :attr:`latency` (= ``stages``) cycles after ``a``, ``b``; one
         operand pair per cycle.
 
-    Logic depth (combinational: the critical path of the PE): 31-bit magnitude compare and
-    swap, 8-bit exponent subtract, 27-bit barrel shift right (the sticky bit from a
-    mask built in parallel), 28-bit add/subtract, 27-bit leading-zero count (a
-    5-level tree), 27-bit barrel shift left, 24-bit rounding increment, special-case
-    muxes; ``docs/synthesis.md`` has the ECP5 Fmax per stage count.
+    Logic depth (combinational: the critical path of the PE): 9-bit exponent subtractions and
+    the order multiplexers (beside them the 31-bit magnitude compare), 27-bit barrel shift right
+    (the sticky bit from a mask built in parallel), 28-bit add/subtract, 27-bit leading-zero count
+    (a 5-level tree), 27-bit barrel shift left (beside it the 8-bit exponent subtractions and
+    compares), 24-bit rounding increment, special-case muxes; ``docs/synthesis.md`` has the ECP5
+    Fmax per stage count.
     """
 
     def __init__(self, *, stages: int = 0):
@@ -259,94 +428,16 @@ class FP32Add(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cuts = ADD_CUTS[self._stages]
-
-        sa, ea, fa = self.a[31], self.a[23:31], self.a[0:23]
-        sb, eb, fb = self.b[31], self.b[23:31], self.b[0:23]
-        special, special_value = _add_specials(m, self.a, self.b)
-
-        # order by magnitude (exponent, fraction): x is the larger one
-        swap = Signal(name="swap")
-        m.d.comb += swap.eq(Cat(fb, eb) > Cat(fa, ea))
-        sx, ex, fx = Signal(name="sx"), Signal(8, name="ex"), Signal(23, name="fx")
-        sy, fy = Signal(name="sy"), Signal(23, name="fy")
-        m.d.comb += [
-            sx.eq(Mux(swap, sb, sa)), ex.eq(Mux(swap, eb, ea)), fx.eq(Mux(swap, fb, fa)),
-            sy.eq(Mux(swap, sa, sb)), fy.eq(Mux(swap, fa, fb)),
-        ]
-        # the alignment shift of both orders in parallel with the compare, then picked by it
-        shifts = []
-        for tag, (e_hi, e_lo) in (("ab", (ea, eb)), ("ba", (eb, ea))):
-            diff = Signal(9, name=f"exp_diff_{tag}")
-            m.d.comb += diff.eq(e_hi - e_lo)
-            clamped = Signal(range(28), name=f"align_shift_{tag}")
-            m.d.comb += clamped.eq(Mux(diff > 27, 27, diff[:5]))
-            shifts.append(clamped)
-        shamt = Signal(range(28), name="align_shift")
-        m.d.comb += shamt.eq(Mux(swap, shifts[1], shifts[0]))
-        v = _stage(m, cuts, "swap", special=special, special_value=special_value, sx=sx, ex=ex,
-                   subtract=sx ^ sy, fx=fx, fy=fy, shamt=shamt)
-
-        # significands with hidden bit and three extra bits (guard, round, sticky)
-        mx = Cat(Const(0, 3), v["fx"], Const(1, 1))
-        my = Signal(27, name="my")
-        m.d.comb += my.eq(Cat(Const(0, 3), v["fy"], Const(1, 1)))
-        my_shifted = Signal(27, name="my_shifted")
-        sticky = Signal(name="align_sticky")
-        # sticky: a bit below the shift amount is set (mask in parallel with the shifter)
-        shifted_out = Signal(27, name="align_mask")
-        m.d.comb += [
-            my_shifted.eq(my >> v["shamt"]),
-            shifted_out.eq(~(Const((1 << 27) - 1, 27) << v["shamt"])[0:27]),
-            sticky.eq((my & shifted_out) != 0),
-        ]
-        my_aligned = Signal(27, name="my_aligned")
-        m.d.comb += my_aligned.eq(my_shifted | sticky)
-        v = _stage(m, cuts, "align", special=v["special"], special_value=v["special_value"], sx=v["sx"],
-                   ex=v["ex"], subtract=v["subtract"], mx=mx, my=my_aligned)
-
-        raw = Signal(28, name="raw_sum")
-        m.d.comb += raw.eq(Mux(v["subtract"], v["mx"] - v["my"], v["mx"] + v["my"]))
-        v = _stage(m, cuts, "add", special=v["special"], special_value=v["special_value"], sx=v["sx"],
-                   ex=v["ex"], raw=raw)
-
-        lz = _leading_zeros(m, v["raw"][0:27], "lzc")
-        v = _stage(m, cuts, "lzc", special=v["special"], special_value=v["special_value"], sx=v["sx"],
-                   ex=v["ex"], raw=v["raw"], lz=lz)
-
-        # normalise to a 27-bit value with the leading one at bit 26
-        raw = v["raw"]
-        norm = Signal(27, name="norm")
-        norm_exp = Signal(range(-32, 512), name="norm_exp")
-        with m.If(raw[27]):
-            m.d.comb += [norm.eq(Cat(raw[1] | raw[0], raw[2:28])), norm_exp.eq(v["ex"] + 1)]
-        with m.Else():
-            m.d.comb += [norm.eq((raw[0:27] << v["lz"])[0:27]), norm_exp.eq(v["ex"] - v["lz"])]
-        cancel = Signal(name="cancel")
-        m.d.comb += cancel.eq(raw == 0)
-        # the result exponent without and with a rounding carry, and its range checks
-        norm_exp1 = Signal(range(-32, 512), name="norm_exp1")
-        m.d.comb += norm_exp1.eq(norm_exp + 1)
-        v = _stage(m, cuts, "norm", special=v["special"], special_value=v["special_value"], sx=v["sx"],
-                   cancel=cancel, norm=norm, exp0=norm_exp[:8], exp1=norm_exp1[:8], under0=norm_exp <= 0,
-                   under1=norm_exp1 <= 0, over0=norm_exp >= 0xFF, over1=norm_exp1 >= 0xFF)
-
-        # round to nearest, ties to even
-        norm = v["norm"]
-        lsb, guard, rnd, stk = norm[3], norm[2], norm[1], norm[0]
-        round_up = Signal(name="round_up")
-        m.d.comb += round_up.eq(guard & (rnd | stk | lsb))
-        rounded = Signal(25, name="rounded")  # 1.f plus a possible carry out
-        m.d.comb += rounded.eq(norm[3:27] + round_up)
-        carry = rounded[24]
-        res_frac = Signal(23, name="res_frac")
-        m.d.comb += res_frac.eq(Mux(carry, rounded[1:24], rounded[0:23]))
-        v = _stage(m, cuts, "round", special=v["special"], special_value=v["special_value"], sx=v["sx"],
-                   cancel=v["cancel"], res_frac=res_frac, res_exp=Mux(carry, v["exp1"], v["exp0"]),
-                   under=Mux(carry, v["under1"], v["under0"]), over=Mux(carry, v["over1"], v["over0"]))
-
+        v = _add_compare(m, cuts, self.a, self.b)
+        v = _add_align(m, cuts, v)
+        v = _add_sum(m, cuts, v)
+        v = _add_normalise(m, cuts, v)
+        v = _add_round(m, cuts, v)
         sx = v["sx"]
-        with m.If(v["special"]):
-            m.d.comb += self.o.eq(v["special_value"])
+        with m.If(v["special"] & v["special_nan"]):
+            m.d.comb += self.o.eq(F32_QNAN)
+        with m.Elif(v["special"]):
+            m.d.comb += self.o.eq(Cat(Const(0, 23), v["special_inf"].replicate(8), v["special_sign"]))
         with m.Elif(v["cancel"]):
             m.d.comb += self.o.eq(0)  # exact cancellation is +0 under RNE
         with m.Elif(v["under"]):

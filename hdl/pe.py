@@ -81,7 +81,7 @@ class PE(wiring.Component):
     int_width, int_acc_width : int
         Operand and accumulator widths of the integer mode.
     mul_latency, add_latency : int
-        ``M`` (1 or 2) and ``S`` (1 .. 7), as :class:`gen.design.config.FettaConfig`.
+        ``M`` (1 .. 3) and ``S`` (1 .. 7), as :class:`gen.design.config.FettaConfig`.
 
     Members
     -------

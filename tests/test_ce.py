@@ -154,7 +154,7 @@ def test_ce_amaranth_shapes(shape):
 
 
 @pytest.mark.parametrize("datatype", ["int16", "bf16"])
-@pytest.mark.parametrize("latencies", [(1, 1), (1, 2), (2, 3)], ids=lambda x: f"M{x[0]}S{x[1]}")
+@pytest.mark.parametrize("latencies", [(1, 1), (1, 2), (2, 3), (3, 7)], ids=lambda x: f"M{x[0]}S{x[1]}")
 def test_ce_amaranth_latencies(latencies, datatype):
     """Pipelined PEs: every mapping, cycle and bit exact with the model at other multiplier and
     adder latencies (OS interleaves ``add_latency`` tiles; the skew is ``add_latency`` per row)."""

@@ -14,7 +14,7 @@ from amaranth.sim import Simulator
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hdl.fp import BF16Mul, FP32Add, FP32ToBF16
+from hdl.fp import ADD_CUTS, MUL_CUTS, BF16Mul, FP32Add, FP32ToBF16
 from sim.bf16 import bf16_bits, bf16_from_bits, bf16_mul, f32_add, f32_bits, f32_from_bits, f32_to_bf16
 
 # --- reference ------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_bf16_mul_random(chunk):
     check(got, ref_mul(a, b), {"a": a, "b": b})
 
 
-@pytest.mark.parametrize("stages", range(1, 7))
+@pytest.mark.parametrize("stages", range(1, max(ADD_CUTS) + 1))
 def test_fp32_add_pipelined(stages):
     """Every inner stage count: the same results, one pair per cycle (random pairs, near
     cancellation, far exponents, ties and every pair of special values)."""
@@ -189,20 +189,22 @@ def test_fp32_add_pipelined(stages):
     check(simulate(dut, {"a": a, "b": b}), ref_add(a, b), {"a": a, "b": b})
 
 
-def test_bf16_mul_pipelined():
-    a, b = bf16_pairs(np.random.default_rng(4100), 10_000)
+@pytest.mark.parametrize("stages", range(1, max(MUL_CUTS) + 1))
+def test_bf16_mul_pipelined(stages):
+    """Every inner stage count (the LUT multiplier's partial sums): the same results."""
+    a, b = bf16_pairs(np.random.default_rng(4100 + stages), 10_000)
     sa, sb = np.meshgrid(BF16_SPECIAL, BF16_SPECIAL)
     a, b = np.concatenate([a, sa.ravel()]), np.concatenate([b, sb.ravel()])
-    dut = BF16Mul(stages=1)
-    assert dut.latency == 1
+    dut = BF16Mul(stages=stages)
+    assert dut.latency == stages
     check(simulate(dut, {"a": a, "b": b}), ref_mul(a, b), {"a": a, "b": b})
 
 
 def test_stage_arguments():
     with pytest.raises(ValueError, match="between 0 and 6"):
         FP32Add(stages=7)
-    with pytest.raises(ValueError, match="between 0 and 1"):
-        BF16Mul(stages=2)
+    with pytest.raises(ValueError, match="between 0 and 2"):
+        BF16Mul(stages=3)
     with pytest.raises(TypeError, match="integer"):
         FP32Add(stages=1.5)
 

@@ -31,8 +31,8 @@ DATATYPES = ("bf16", "int16")
 BF16_BITS = 16
 #: bits of an FP32 element (accumulators of the ``bf16`` datatype)
 FP32_BITS = 32
-#: largest ``mul_latency`` (the multiplier has one internal cut)
-MAX_MUL_LATENCY = 2
+#: largest ``mul_latency`` (the multiplier has two internal cuts)
+MAX_MUL_LATENCY = 3
 #: largest ``add_latency`` (the adder has six internal cuts)
 MAX_ADD_LATENCY = 7
 
@@ -60,7 +60,7 @@ class FettaConfig:
     #: accumulator width of the integer mode (bits, wraps modulo 2**width)
     int_acc_width: int = 48
     #: cycles from the PE's operands to its registered product (bfloat16 multiplier pipeline
-    #: registers, the output register included; 1 or 2, see :class:`hdl.fp.BF16Mul`)
+    #: registers, the output register included; 1 .. 3, see :class:`hdl.fp.BF16Mul`)
     mul_latency: int = 1
     #: cycles from an FP32 adder's operands to its registered sum, the output register included
     #: (1 .. 7, see :class:`hdl.fp.FP32Add`). Every adder of the PE and of the reduction network
