@@ -130,6 +130,20 @@ def test_train_reuses_fp_intermediates():
     assert with_reuse.macs < plain
 
 
+@pytest.mark.parametrize("fmt", ["tt", "tr", "ht", "bt", "tucker"])
+def test_wg_networks_share_intermediates(fmt):
+    """WG networks start from intermediates of earlier WG networks where that saves MACs (every WG
+    network contracts the same inputs but one core), and compile_layer keeps the program only when it
+    is no slower end to end than the one without; the shared program equals the golden model."""
+    spec = parse_spec(SPECS[fmt])
+    shared, _ = check_layer(spec, "wg", seed=3)
+    plain = compile_layer(spec, "wg", DEFAULT, reuse=False)
+    assert shared.reused and shared.variant["share"], "some WG network must start from a shared intermediate"
+    assert all(n.startswith("dcore") for used in shared.reused.values() for n in used)
+    assert shared.macs < plain.macs
+    assert shared.timeline(DEFAULT).cycles <= plain.timeline(DEFAULT).cycles
+
+
 def test_layout_pack_roundtrip():
     sizes = {"a": 3, "b": 5, "c": 6}
     arr = np.arange(90, dtype=np.float32).reshape(3, 5, 6)

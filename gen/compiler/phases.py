@@ -28,13 +28,15 @@ from gen.workload.network import Network, Operand, path_macs, path_steps, phase_
 
 
 class _Policy(NamedTuple):
-    """:func:`compile_layer`'s ``relayout``, ``k_split`` and ``stationary``, and the planner's
-    lookahead (:meth:`gen.compiler.planner.Planner.best_plan`), passed on to every compiler it makes."""
+    """:func:`compile_layer`'s ``relayout``, ``k_split`` and ``stationary``, the planner's
+    lookahead (:meth:`gen.compiler.planner.Planner.best_plan`), passed on to every compiler it makes,
+    and whether WG networks share intermediates (:func:`_share_wg`)."""
 
     relayout: str = "auto"
     k_split: bool = True
     stationary: bool = True
     lookahead: int = 3
+    share: bool = True
 
 
 def default_paths(nets: Sequence[Network]) -> dict[str, list[list[int]]]:
@@ -105,8 +107,12 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         for st in ([stationary] if stationary is not None else [True, False]):
             if not st and stationary is None and not any(_stationary(p) for p in progs):
                 break
-            progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
-                               _Policy(relayout, k_split, st), pieces_by, v, fuse)
+            # WG networks with and without shared intermediates (:func:`_share_wg`): fewer MACs need not
+            # be fewer cycles (kept intermediates take memory, layouts and DRAM reads of their own; the test
+            # layers' TTM wg: 398 cycles with one shared, 310 without)
+            for sh in ([True, False] if reuse and phase in ("wg", "train") else [True]):
+                progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
+                                   _Policy(relayout, k_split, st, share=sh), pieces_by, v, fuse)
     if not progs:
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
@@ -133,8 +139,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         runs += [(_Policy("host", k_split, False, la), False) for la in (_Policy().lookahead, WIDE_LOOKAHEAD)]
     for policy, vw in runs:
         try:
-            progs += _variants(spec, phase, config, paths, reuse, align, v["pad"], v["pieces"], policy,
-                               v["pieces_by"], vw, v["fuse"])
+            progs += _variants(spec, phase, config, paths, reuse, align, v["pad"], v["pieces"],
+                               policy._replace(share=v["share"]), v["pieces_by"], vw, v["fuse"])
         except CompileError:
             continue
     return _best(progs, config)
@@ -187,6 +193,7 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
             if other.timeline(config).cycles < whole.timeline(config).cycles:
                 whole, fz = other, False
         whole.variant = dict(pad=pd, fuse=fz, views=views, pieces=1, pieces_by=None, stationary=policy.stationary,
+                             share=policy.share,
                              k_split=policy.k_split)
         if pieces is None and progs and whole.timeline(config).compute_cycles > \
                 1.5 * min(p.timeline(config).cycles for p in progs):
@@ -296,20 +303,20 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     reused: dict[str, list[str]] = {}
     piped = 0
     for ph in phases:
-        for net in phase_networks(spec, ph):
-            orig = net
-            net = split_modes(net, config.lanes, pad)
+        # every network split, with its path (given, or the MAC-optimal path of the real, unpadded one)
+        nets = [(n, split_modes(n, config.lanes, pad)) for n in phase_networks(spec, ph)]
+        nets = [(n, sn, (None if paths is None else paths.get(sn.label)) or best_path(n)) for n, sn in nets]
+        for i, (orig, net, path) in enumerate(nets):
             layer.add_inputs(orig, net)
-            path = None if paths is None else paths.get(net.label)
-            if path is None:
-                path = best_path(orig)      # the MAC-optimal path of the real (unpadded) network
             run_net = net
-            if ph == "wg" and reuse and phase == "train" and saved:
+            if ph == "wg" and reuse and saved:
                 run_net, path, used = _with_saved(net, path, saved, layer.tensors)
                 if used:
                     reused[net.label] = used
             prefix = net.label.replace(" ", "").replace("[", "_").replace("]", "")
             keeps = phase == "train" and ph in ("fp", "bp") and net.terms == 1
+            shared = _share_wg(comp, run_net, path, prefix, saved, [x[1:] for x in nets[i + 1:]]) \
+                if ph == "wg" and reuse and policy.share else []
             if keeps:
                 # known before compiling: a segment closing inside this network must spill them
                 comp.mem.keep |= {f"{prefix}.t{sid}" for _, _, sid in _saved_subsets(net, path)[:-1]}
@@ -326,6 +333,9 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
                     name = f"{prefix}.t{sid}"
                     saved.append((s, modes, name))
                     comp.mem.keep.add(name)
+            for entry in shared:
+                if entry[2] in comp.registry:
+                    saved.append(entry)
             layer.tensors.update(comp.registry)
     return comp.program(results=layer.results, paths=used_paths, reused=reused, input_modes=layer.input_modes,
                         input_pads=layer.input_pads, pieces=pieces if piped else 1)
@@ -398,13 +408,56 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
                         input_pads=layer.input_pads)
 
 
-def _with_saved(net: Network, path, saved, tensors):
-    """Re-solve a WG network with saved FP/BP intermediates as inputs, if that saves MACs."""
+def _share_wg(comp: Compiler, net: Network, path, prefix: str, saved: list, later: Sequence[tuple[Network, list]]
+              ) -> list:
+    """The intermediates of a WG network (``path``, before compiling it) to offer to the WG networks
+    after it (``later``: each with its path): ``[(input names, modes, tensor name)]``, kept by the
+    memory (``Memory.keep``).
+
+    Every WG network of a layer contracts the same inputs but one core: an intermediate of a subset
+    of inputs that a later network also holds is exactly an operand of that network (its open modes
+    are those of the rest of the inputs and the result, the same there; :func:`_with_saved` checks
+    them), so the later network can start from it instead of re-reading ``X`` from DRAM and
+    recomputing it (UCF BT wg: the 16 networks each contract ``X`` with the same cores). Only an
+    intermediate that a later network would take (:func:`_with_saved` on it, with what is saved now)
+    is kept, and one that was kept is released once no later network can hold it (kept tensors take
+    memory and are read back when a segment closes: keeping unused ones made the test layers' TTM wg
+    slower, 389 cycles against 310)."""
+    names = [frozenset(op.name for op in n.inputs) for n, _ in later]
+    expand = {name: s for s, _, name in saved}
+
+    def originals(names_: frozenset[str]) -> frozenset[str]:
+        return frozenset().union(*(expand.get(x, frozenset([x])) for x in names_))
+
+    for s, _, name in saved:
+        if name in comp.mem.keep and not (s < frozenset(op.name for op in net.inputs) or any(s < n for n in names)):
+            comp.mem.keep.discard(name)
+    cands = [(originals(s), modes, f"{prefix}.t{sid}") for s, modes, sid in _saved_subsets(net, path)[:-1]]
+    cands = [c for c in cands if len(c[0]) >= 2 and any(c[0] < n for n in names)]
+    taken: set[str] = set()
+    for n, p in later if cands else ():
+        taken.update(_with_saved(n, p, saved + cands)[2])
+    out = [c for c in cands if c[2] in taken]
+    comp.mem.keep.update(c[2] for c in out)
+    return out
+
+
+def _with_saved(net: Network, path, saved, tensors=None):
+    """Re-solve a WG network with saved intermediates (of FP / BP, or of earlier WG networks) as
+    inputs, if that saves MACs: ``(network, path, saved tensor names used)``. ``tensors``: the
+    compiled tensors, where every chosen one must be (None: only which would be chosen)."""
     names = {op.name for op in net.inputs}
     base = path_macs(net, path)
+
+    def fits(s: frozenset[str], modes) -> bool:
+        """The saved tensor is exactly the contraction of ``s`` in this network: its open modes."""
+        inside = {m for op in net.inputs if op.name in s for m in op.modes}
+        outside = {m for op in net.inputs if op.name not in s for m in op.modes} | set(net.output)
+        return inside & outside == set(modes)
+
     # largest saved subsets first, disjoint, at least two inputs, strictly inside the network
-    cands = sorted((s for s in saved if s[0] < names and len(s[0]) >= 2 and len(s[0]) < len(names)),
-                   key=lambda s: -len(s[0]))
+    cands = sorted((s for s in saved if s[0] < names and len(s[0]) >= 2 and len(s[0]) < len(names)
+                    and fits(s[0], s[1])), key=lambda s: -len(s[0]))
     chosen = []
     covered: set[str] = set()
     for s, modes, tname in cands:
@@ -426,7 +479,7 @@ def _with_saved(net: Network, path, saved, tensors):
     if path_macs(red, rpath) >= base:
         return net, path, []
     for s, modes, tname in chosen:
-        if tname not in tensors:
+        if tensors is not None and tname not in tensors:
             raise CompileError(f"internal: saved tensor {tname} unknown", field="phase")
     return red, rpath, [t for _, _, t in chosen]
 
