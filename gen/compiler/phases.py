@@ -59,7 +59,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                   reuse: bool = True, align: bool = False, pad: bool | None = None,
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
                   views: bool | None = None, fuse: bool | None = None, k_split: bool = True,
-                  stationary: bool | None = None) -> Program:
+                  stationary: bool | None = None, share: bool | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
@@ -94,6 +94,9 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     GEMMs only (no dataflow switch). ``None`` compiles with the switch and, when that program uses a
     stationary dataflow, also without, and keeps the fewer cycles end to end (the planner weighs a
     slower stationary step against a re-layout step by step; the whole program decides).
+    ``share``: a WG network starts from an intermediate of an earlier WG network of the same inputs
+    where that saves MACs (:func:`_share_wg`; with ``reuse``); ``None`` compiles with and without
+    (fewer MACs need not be fewer cycles) and keeps the fewer cycles end to end.
     Where options compete, "the fewer cycles" means :func:`_best`: within :data:`NEAR` (2 %) of the
     fastest end to end, the fewest DRAM bytes.
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
@@ -110,7 +113,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
             # WG networks with and without shared intermediates (:func:`_share_wg`): fewer MACs need not
             # be fewer cycles (kept intermediates take memory, layouts and DRAM reads of their own; the test
             # layers' TTM wg: 398 cycles with one shared, 310 without)
-            for sh in ([True, False] if reuse and phase in ("wg", "train") else [True]):
+            for sh in ([share] if share is not None else [True, False] if reuse and phase in ("wg", "train")
+                       else [True]):
                 progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
                                    _Policy(relayout, k_split, st, share=sh), pieces_by, v, fuse)
     if not progs:
