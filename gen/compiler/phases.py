@@ -305,6 +305,8 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []
     reused: dict[str, list[str]] = {}
+    #: saved tensor name -> the contraction tree (nested pairs of input names) that made it
+    trees: dict[str, object] = {}
     piped = 0
     for ph in phases:
         # every network split, with its path (given, or the MAC-optimal path of the real, unpadded one)
@@ -330,9 +332,17 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
                 piped += out is not None
             if out is None:
                 out = comp.network(run_net, path, layer.tensors, prefix)
-            used_paths[net.label] = [list(p) for p in path]
+            steps_of = _trees(run_net, path, trees)
+            # a network that started from saved intermediates: the path over its own inputs that
+            # contracts in the same order (the saved ones' subtrees included)
+            used_paths[net.label] = _ssa_path([op.name for op in net.inputs], steps_of[-1]) \
+                if run_net is not net else [list(p) for p in path]
             layer.add_result(orig, net, out)
+            for _, _, name in shared:
+                trees[name] = steps_of[int(name.rsplit(".t", 1)[1]) - len(run_net.inputs)]
             if keeps:
+                trees.update((f"{prefix}.t{sid}", steps_of[sid - len(net.inputs)])
+                             for _, _, sid in _saved_subsets(net, path)[:-1])
                 for s, modes, sid in _saved_subsets(net, path)[:-1]:
                     name = f"{prefix}.t{sid}"
                     saved.append((s, modes, name))
@@ -410,6 +420,33 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
         layer.tensors.update(comp.registry)
     return comp.program(results=layer.results, paths=used_paths, reused={}, input_modes=layer.input_modes,
                         input_pads=layer.input_pads)
+
+
+def _trees(net: Network, path, saved_trees: Mapping[str, object]) -> list:
+    """The contraction tree (nested pairs of original input names) of every step of ``path``; a
+    saved input stands for the tree that made it (``saved_trees``)."""
+    n = len(net.inputs)
+    tree: dict[int, object] = {i: saved_trees.get(op.name, op.name) for i, op in enumerate(net.inputs)}
+    for si, st in enumerate(path_steps(net, path)):
+        tree[n + si] = (tree[st.lhs], tree[st.rhs])
+    return [tree[n + si] for si in range(len(path))]
+
+
+def _ssa_path(names: Sequence[str], tree) -> list[list[int]]:
+    """The SSA path over the inputs ``names`` that contracts in the order of ``tree``: what
+    :attr:`Program.paths` reports, also for a network that started from saved intermediates."""
+    index = {x: i for i, x in enumerate(names)}
+    path: list[list[int]] = []
+
+    def walk(t) -> int:
+        if isinstance(t, str):
+            return index[t]
+        a, b = walk(t[0]), walk(t[1])
+        path.append([a, b])
+        return len(names) + len(path) - 1
+
+    walk(tree)
+    return path
 
 
 def _share_wg(comp: Compiler, net: Network, path, prefix: str, saved: list, later: Sequence[tuple[Network, list]]
