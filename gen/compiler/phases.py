@@ -338,11 +338,9 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
             used_paths[net.label] = _ssa_path([op.name for op in net.inputs], steps_of[-1]) \
                 if run_net is not net else [list(p) for p in path]
             layer.add_result(orig, net, out)
-            for _, _, name in shared:
-                trees[name] = steps_of[int(name.rsplit(".t", 1)[1]) - len(run_net.inputs)]
+            # the tree of every intermediate (tensor ``{prefix}.t{SSA id}``), for networks that start from it
+            trees.update((f"{prefix}.t{len(run_net.inputs) + k}", t) for k, t in enumerate(steps_of))
             if keeps:
-                trees.update((f"{prefix}.t{sid}", steps_of[sid - len(net.inputs)])
-                             for _, _, sid in _saved_subsets(net, path)[:-1])
                 for s, modes, sid in _saved_subsets(net, path)[:-1]:
                     name = f"{prefix}.t{sid}"
                     saved.append((s, modes, name))
