@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
@@ -43,6 +43,8 @@ class Execution:
     #: per run: (cycles, rows read as bit patterns) - what the RTL must reproduce
     trace: list[tuple[int, list[np.ndarray]]]
     jobs: list[dict]
+    #: per run: accumulation rows read back as bit patterns (vector programs, :mod:`gen.toolflow.vecrun`)
+    atrace: list[list[np.ndarray]] = field(default_factory=list)
 
     @property
     def cycles(self) -> int:
@@ -199,10 +201,11 @@ def rtl_check(ex: Execution, config: FettaConfig, sim: str, trace=None, stats: d
             raise ExecutionError(f"RTL run {j} stopped with error code {int(out[f'j{j}_error'])}", field="program")
         if int(out[f"j{j}_cycles"]) != cycles:
             raise ExecutionError(f"RTL run {j}: {int(out[f'j{j}_cycles'])} cycles, emulator {cycles}", field="program")
-        got = out[f"j{j}_urd"]
-        want = np.concatenate(reads) if reads else np.zeros((0, config.lanes), np.uint64)
-        if got.shape != want.shape or not np.array_equal(got.astype(np.uint64), want.astype(np.uint64)):
-            raise ExecutionError(f"RTL run {j}: rows read back differ from the emulator", field="program")
+        for key, rows in (("urd", reads), ("ard", ex.atrace[j] if ex.atrace else [])):
+            got = out[f"j{j}_{key}"]
+            want = np.concatenate(rows) if rows else np.zeros((0, config.lanes), np.uint64)
+            if got.shape != want.shape or not np.array_equal(got.astype(np.uint64), want.astype(np.uint64)):
+                raise ExecutionError(f"RTL run {j}: rows read back differ from the emulator", field="program")
     return True
 
 

@@ -11,16 +11,20 @@ One step of one sample (batch 1, ``seq`` tokens) runs every contraction on the a
   by :func:`gen.toolflow.execute.execute` (replayed on the RTL for ``icarus`` / ``verilator``);
 * the attention products of every head (``Q K^T`` and ``P V`` forward, the four backward products) as
   the networks of :func:`gen.workload.transformer.attention_networks` (the head a batch mode), one
-  program per stage between the host's softmax and its backward, and the classifier's three GEMMs as
-  dense GEMMs tiled by :mod:`gen.compiler.gemm`.
+  program per stage between the softmax and its backward, and the classifier's three GEMMs as
+  dense GEMMs tiled by :mod:`gen.compiler.gemm`;
+* on the vector unit (:meth:`Accelerator.vector`, :meth:`Accelerator.rows`; kind ``vector``): the
+  residual and gradient sums and the SGD update (:mod:`gen.compiler.vecops`: FP32, bit for bit the
+  host's float32 arithmetic), GELU and its backward, softmax, layer norm and their backward
+  (:mod:`gen.compiler.rowops`, within the bounds of ``docs/training.md``), executed by
+  :func:`gen.toolflow.vecrun.execute_vec`.
 
 Operands enter the accelerator in bfloat16 (the unified memory's format) and results come back in
-bfloat16. Softmax, layer norm, GELU, the residual sums and the loss run on the host in float32
-(:mod:`gen.toolflow.nonlinear`: the vector unit lacks exp / rsqrt / reductions), and so does the
-SGD update, with the vector unit's ``AXPY`` arithmetic bit for bit (``master + bf16(-lr) * grad`` in
-FP32 master weights, :func:`sim.bf16.f32_add` of :func:`sim.bf16.bf16_mul`): the host elements are
-counted (``host_elements``), not timed. Cycles are the sum of the runs' end-to-end cycles
-(compute plus DRAM stalls, :mod:`gen.design.timing`); nothing overlaps between runs.
+bfloat16; FP32 activations (the residual stream and its gradient) travel as two bfloat16 halves
+(:func:`split`) or, for the sums and the update, as FP32 rows of the accumulation unit. Only the loss
+(the cross-entropy of the logits) is computed on the host (:mod:`gen.toolflow.nonlinear`), counted in
+``host_elements``. Cycles are the sum of the runs' end-to-end cycles (compute plus DRAM stalls,
+:mod:`gen.design.timing`); nothing overlaps between runs.
 
 The data are synthetic unless given (:func:`synthetic_data`): ``samples`` token sequences drawn from the
 seed, token 0 is the ``[CLS]`` token (index 0) and the intent label is ``token[1] mod classes`` (the word
@@ -40,22 +44,27 @@ import numpy as np
 from gen.compiler import compile_layer
 from gen.compiler.phases import compile_networks, fastest_paths
 from gen.compiler.gemm import plan_gemm
+from gen.compiler.rowops import compile_rows
+from gen.compiler.vecops import compile_vec
 from gen.design.config import FettaConfig
 from gen.toolflow import nonlinear as nl
 from gen.toolflow.execute import execute, rtl_check
 from gen.toolflow.run import run_plan
+from gen.toolflow.vecrun import execute_vec
 from gen.search.csse import best_path
 from gen.workload.network import path_macs
 from gen.workload.transformer import (ATTENTION_STAGES, LINEARS, TransformerSpec, attention_networks, embedding_networks,
                                      token_factors)
-from sim.bf16 import bf16_mul, f32_add, f32_to_bf16, round_to_bf16_f32
+from sim.bf16 import round_to_bf16_f32
 from sim.golden import random_inputs
 
 __all__ = ["Accelerator", "StepCost", "synthetic_data", "init_params", "forward_backward", "sgd_update",
            "TrainRun", "run_training", "KINDS"]
 
-#: the step's work by kind (the benchmark's breakdown)
-KINDS = ("embedding", "linear", "attention", "classifier")
+#: the step's work by kind (the benchmark's breakdown); ``vector``: the vector unit's work
+#: (:mod:`gen.compiler.vecops`, :mod:`gen.compiler.rowops`: sums, GELU, softmax, layer norm, their
+#: backward, the SGD update)
+KINDS = ("embedding", "linear", "attention", "classifier", "vector")
 
 
 def synthetic_data(model: TransformerSpec, seed: int) -> list[tuple[np.ndarray, int]]:
@@ -96,6 +105,8 @@ class StepCost:
 
     by_kind: dict[str, Counter] = field(default_factory=lambda: {k: Counter() for k in KINDS})
     host_elements: int = 0
+    #: the vector unit's cycles (end to end) by operation (``add``, ``softmax``, ``layer_norm``, ...)
+    vector_ops: Counter = field(default_factory=Counter)
 
     def add(self, kind: str, **values: int) -> None:
         self.by_kind[kind].update(values)
@@ -167,6 +178,44 @@ class Accelerator:
                       runs=ex.runs)
         return {k: np.asarray(v, np.float32) for k, v in ex.results.items()}
 
+    def vector(self, op: str, y: np.ndarray | None = None, *xs: np.ndarray, lr: float = 0.0) -> np.ndarray:
+        """The vector unit's ``op`` (:data:`gen.compiler.vecops.OPS`) on operands of one shape: ``add``
+        (``y + xs[0] + ...``, FP32 ``y``), ``sgd`` (``y + bf16(-lr) xs[0]``), ``gelu`` (``xs[0]``) and
+        ``gelu_bwd`` (``xs[0]`` the input, ``xs[1]`` the gradient); ``xs`` hold bfloat16 values.
+        Returns float32 in the shape of the operands (FP32 sums, bfloat16 GELU values)."""
+        shape = np.shape(xs[0])
+        n = int(np.prod(shape))
+        key = ("vector", op, n, len(xs), lr)
+        if key not in self._programs:
+            self._programs[key] = compile_vec(op, (n,), self.config, terms=len(xs), lr=lr)
+        prog = self._programs[key]
+        names = {"gelu": ("x",), "gelu_bwd": ("x", "dy"), "sgd": ("x",)}.get(op, tuple(f"x{i}" for i in range(len(xs))))
+        inputs = dict(zip(names, (round_to_bf16_f32(x) for x in xs)))
+        if y is not None:
+            inputs["y"] = np.asarray(y, np.float32)
+        return self._vector_run(prog, inputs)["out"].reshape(shape)
+
+    def rows(self, op: str, inputs: dict[str, np.ndarray], scale: float = 1.0) -> dict[str, np.ndarray]:
+        """The vector unit's row-wise ``op`` (:data:`gen.compiler.rowops.ROW_OPS`) along the last axis;
+        ``inputs`` by the operation's names (bfloat16 values; FP32 values as :func:`split` pairs).
+        Returns every output (float32)."""
+        shape = tuple(np.shape(inputs["yh" if op == "layer_norm_bwd" else next(iter(inputs))]))   # not rstd
+        terms = sum(1 for k in inputs if k[0] == "x" and k[1:].isdigit())
+        key = ("rows", op, shape, float(scale), terms)
+        if key not in self._programs:
+            self._programs[key] = compile_rows(op, shape, self.config, scale=float(scale), terms=terms)
+        return self._vector_run(self._programs[key], {k: round_to_bf16_f32(v) for k, v in inputs.items()})
+
+    def _vector_run(self, prog, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        ex = execute_vec(prog, inputs, self.config)
+        if self.sim != "emulator":
+            rtl_check(ex, self.config, self.sim)
+        t = ex.timeline
+        self.cost.add("vector", cycles=t.cycles, compute_cycles=t.compute_cycles, dram_stall_cycles=t.dram_stall_cycles,
+                      dram_bytes=t.dram_bytes, macs=0, tcu_macs=0, runs=ex.runs, lane_ops=prog.lane_ops)
+        self.cost.vector_ops[prog.op] += t.cycles
+        return ex.results
+
     def matmul(self, kind: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """``A @ B`` as a dense GEMM (operands rounded to bfloat16)."""
         plan = plan_gemm(self.config, round_to_bf16_f32(A), round_to_bf16_f32(B))
@@ -174,6 +223,13 @@ class Accelerator:
         self.cost.add(kind, cycles=t.cycles, compute_cycles=t.compute_cycles, dram_stall_cycles=t.dram_stall_cycles,
                       dram_bytes=t.dram_bytes, macs=plan.macs, tcu_macs=tm, runs=len(plan.passes))
         return np.asarray(Y, np.float32)
+
+
+def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An FP32 tensor as two bfloat16 ones, ``hi + lo`` = ``x`` to 16 significant bits (how the vector
+    unit takes FP32 operands: :mod:`gen.compiler.rowops`)."""
+    hi = round_to_bf16_f32(x)
+    return hi, round_to_bf16_f32(np.asarray(x, np.float32) - hi)
 
 
 def _cores(params, prefix: str, n: int) -> dict[str, np.ndarray]:
@@ -195,12 +251,28 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
         acc.cost.host_elements += ops * x.size
         return x
 
+    def terms(xs) -> dict[str, np.ndarray]:
+        return {f"x{i}": x for i, x in enumerate(xs)}
+
+    def layer_norm(x: np.ndarray, *xs: np.ndarray) -> tuple[np.ndarray, tuple]:
+        """Layer norm of the residual sum ``x + xs[0] + ..`` (FP32 ``x``, bfloat16 ``xs``), fused."""
+        xh, xl = split(x)
+        r = acc.rows("layer_norm", {"xh": xh, "xl": xl, **terms(xs)})
+        return r["yh"] + r["yl"], (r["yh"], r["yl"], r["rsh"], r["rsl"])
+
+    def layer_norm_bwd(ln: tuple, dy: np.ndarray, *xs: np.ndarray) -> np.ndarray:
+        """Its backward for the gradient ``dy + xs[0] + ..`` (the gradients meeting at its output)."""
+        dyh, dyl = split(dy)
+        r = acc.rows("layer_norm_bwd", {**dict(zip(("yh", "yl", "rsh", "rsl"), ln)), "dyh": dyh, "dyl": dyl,
+                                        **terms(xs)})
+        return r["dxh"] + r["dxl"]
+
     def attend(stage: str, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return acc.networks("attention", ("attention", S, H, dh, stage),
                             lambda: [attention_networks(model)[t] for t in ATTENTION_STAGES[stage]], operands)
     factors = token_factors(model.embedding, tokens)
     emb = _cores(params, "emb", emb_n)
-    z = host(acc.embedding(model.embedding, "fp", {**factors, **emb})["Y"] + params["pos"])
+    z = acc.vector("add", params["pos"], acc.embedding(model.embedding, "fp", {**factors, **emb})["Y"])
     saved = []
     for e in range(model.encoders):
         cores = {kind: _cores(params, f"enc{e}.{kind}", len(model.layer(kind).core_shapes())) for kind in LINEARS}
@@ -210,15 +282,13 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
         x = z
         q, k, v = fp("q", x), fp("k", x), fp("v", x)
         scores = attend("scores", {"Q": q.reshape(heads), "K": k.reshape(heads)})["S"]
-        probs = host(nl.softmax(host(scores * scale)))                            # [H, S, S]
+        probs = acc.rows("softmax", {"s": scores}, scale)["out"]                  # [H, S, S]
         ctx = attend("context", {"P": probs, "V": v.reshape(heads)})["C"].reshape(S, H * dh)
-        r1 = host(fp("o", ctx) + x)
-        y1 = host(nl.layer_norm(r1))
+        y1, ln1 = layer_norm(x, fp("o", ctx))
         f1 = fp("ffn1", y1)
-        g = host(nl.gelu(f1))
-        r2 = host(fp("ffn2", g) + y1)
-        z = host(nl.layer_norm(r2))
-        saved.append((cores, x, q, k, v, probs, ctx, r1, y1, f1, g, r2))
+        g = acc.vector("gelu", None, f1)
+        z, ln2 = layer_norm(y1, fp("ffn2", g))
+        saved.append((cores, x, q, k, v, probs, ctx, ln1, y1, f1, g, ln2))
     cls = params["cls"]
     logits = acc.matmul("classifier", z[:1], cls)
     loss, dlogits = nl.cross_entropy(logits, label)
@@ -226,8 +296,9 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
     grads = {"cls": acc.matmul("classifier", z[:1].T, dlogits)}
     dz = np.zeros_like(z)
     dz[:1] = acc.matmul("classifier", dlogits, cls.T)
+    dz_terms: tuple[np.ndarray, ...] = ()
     for e in reversed(range(model.encoders)):
-        cores, x, q, k, v, probs, ctx, r1, y1, f1, g, r2 = saved[e]
+        cores, x, q, k, v, probs, ctx, ln1, y1, f1, g, ln2 = saved[e]
 
         def bp_wg(kind, X, dY):
             spec = model.layer(kind)
@@ -235,16 +306,16 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
             for c in range(len(spec.core_shapes())):
                 grads[f"enc{e}.{kind}.core_{c}"] = r[f"dcore_{c}"]
             return r["dX"]
-        dr2 = host(nl.layer_norm_bwd(r2, dz))
-        df1 = host(nl.gelu_bwd(f1, bp_wg("ffn2", g, dr2)))
-        dy1 = host(dr2 + bp_wg("ffn1", y1, df1))
-        dr1 = host(nl.layer_norm_bwd(r1, dy1))
+        dr2 = layer_norm_bwd(ln2, dz, *dz_terms)
+        df1 = acc.vector("gelu_bwd", None, f1, bp_wg("ffn2", g, dr2))
+        dr1 = layer_norm_bwd(ln1, dr2, bp_wg("ffn1", y1, df1))
         dctx = bp_wg("o", ctx, dr1)
         back = attend("back_p", {"dC": dctx.reshape(heads), "V": v.reshape(heads), "P": probs})
-        ds = host(nl.softmax_bwd(probs, back["dP"]) * scale, ops=2)
+        ds = acc.rows("softmax_bwd", {"p": probs, "dp": back["dP"]}, scale)["out"]
         back_s = attend("back_s", {"dS": ds, "Q": q.reshape(heads), "K": k.reshape(heads)})
         dq, dk, dv = (a.reshape(S, H * dh) for a in (back_s["dQ"], back_s["dK"], back["dV"]))
-        dz = host(dr1 + bp_wg("q", x, dq) + bp_wg("k", x, dk) + bp_wg("v", x, dv), ops=3)
+        dz, dz_terms = dr1, (bp_wg("q", x, dq), bp_wg("k", x, dk), bp_wg("v", x, dv))
+    dz = acc.vector("add", dz, *dz_terms)
     grads["pos"] = round_to_bf16_f32(dz)
     wg = acc.embedding(model.embedding, "wg", {**factors, "dY": dz, **emb})
     for c in range(emb_n):
@@ -252,14 +323,18 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
     return loss, grads
 
 
-def sgd_update(params: dict[str, np.ndarray], grads: dict[str, np.ndarray], lr: float) -> int:
-    """``p <- p + bf16(-lr) * bf16(grad)`` in FP32 (the vector unit's ``AXPY``); returns the elements."""
-    a = f32_to_bf16(np.float32(-lr))
-    n = 0
-    for name, g in grads.items():
-        params[name] = f32_add(params[name], bf16_mul(f32_to_bf16(g), a)).astype(np.float32)
-        n += g.size
-    return n
+def sgd_update(acc: Accelerator, params: dict[str, np.ndarray], grads: dict[str, np.ndarray], lr: float) -> None:
+    """``p <- p + bf16(-lr) * grad`` on the vector unit: ``AXPY`` on the FP32 master weights of every
+    parameter at once (one program over their concatenation, so its pieces overlap their transfers;
+    ``grads`` hold bfloat16 values)."""
+    names = sorted(grads)
+    flat = acc.vector("sgd", np.concatenate([params[k].ravel() for k in names]),
+                      np.concatenate([np.asarray(grads[k], np.float32).ravel() for k in names]), lr=lr)
+    at = 0
+    for k in names:
+        n = params[k].size
+        params[k] = flat[at:at + n].reshape(params[k].shape)
+        at += n
 
 
 @dataclass
@@ -287,7 +362,8 @@ class TrainRun:
                 "cycles_per_step": self.step_cycles, "compute_cycles": c.total("compute_cycles"),
                 "dram_stall_cycles": c.total("dram_stall_cycles"), "dram_bytes": c.total("dram_bytes"),
                 "macs": c.total("macs"), "tcu_macs": c.total("tcu_macs"), "utilization": self.utilization,
-                "runs": c.total("runs"), "host_elements": c.host_elements, "by_kind": kinds}
+                "runs": c.total("runs"), "host_elements": c.host_elements, "by_kind": kinds,
+                "vector_ops": dict(c.vector_ops)}
 
 
 def run_training(model: TransformerSpec, config: FettaConfig, steps: int, *, seed: int = 0, sim: str = "emulator",
@@ -303,7 +379,7 @@ def run_training(model: TransformerSpec, config: FettaConfig, steps: int, *, see
         before = acc.cost.total("cycles")
         tokens, label = data[s % len(data)]
         loss, grads = forward_backward(acc, model, params, tokens, label)
-        acc.cost.host_elements += sgd_update(params, grads, model.lr)
+        sgd_update(acc, params, grads, model.lr)
         losses.append(loss)
         step_cycles.append(acc.cost.total("cycles") - before)
         if advance is not None:
