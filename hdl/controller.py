@@ -33,8 +33,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig
-from gen.design.isa import (ADDR_BITS, BOUND_BITS, CE_MODE, INSTR_BITS, LAYOUT, LOG_GRID_BITS, STRIDE_BITS, CEMode,
-                            Dataflow, ErrorCode, Flag, Geometry, Opcode, VecOp)
+from gen.design.isa import (ADDR_BITS, BOUND_BITS, CE_MODE, DRAM_ADDR_BITS, INSTR_BITS, LAYOUT, LOG_GRID_BITS,
+                            STRIDE_BITS, CEMode, Dataflow, DmaMode, ErrorCode, Flag, Geometry, Opcode, VecOp)
 
 from hdl.red_net import MODE_BITS, SwitchMode
 from hdl.sequencer import tile_step_shape
@@ -153,7 +153,7 @@ class Decoder(wiring.Component):
                      self.wb_max.eq(maxima["o_wb_max"])]
         # stage 2 (CHECK): on the registers
         codes = {Opcode.GEMM: self._gemm_checks(m, f, grid, maxima), Opcode.VEC: self._vec_checks(m, f, maxima),
-                 Opcode.LOAD: self._move_checks(m, f, maxima)}
+                 Opcode.LOAD: self._move_checks(m, f, maxima), Opcode.DMA: self._dma_checks(m, f, maxima)}
         op = f["opcode"]
         with m.If(self.pc_overflow):
             m.d.comb += self.error.eq(ErrorCode.PC_OVERFLOW)
@@ -165,6 +165,8 @@ class Decoder(wiring.Component):
             m.d.comb += self.error.eq(codes[Opcode.VEC])
         with m.Elif((op == Opcode.LOAD) | (op == Opcode.STORE)):
             m.d.comb += self.error.eq(codes[Opcode.LOAD])
+        with m.Elif(op == Opcode.DMA):
+            m.d.comb += self.error.eq(codes[Opcode.DMA])
         return m
 
     def _grid(self, m, f, prefix: str) -> dict[str, Signal]:
@@ -256,6 +258,11 @@ class Decoder(wiring.Component):
         out["d_vec_u_max"] = _exact(m, "d_vec_u_max", f["a_base"] + v_rows_m1 * f["a_sk"])
         out["d_vec_acc_max"] = _exact(m, "d_vec_acc_max", f["o_base"] + v_rows_m1 * f["o_sk"])
         out["d_vec_w_max"] = _exact(m, "d_vec_w_max", f["w_base"] + v_rows_m1 * f["o_sk"])
+        if self._geo.dma_rows:
+            # DMA: the DRAM byte and the unified row past the transfer's end
+            lr, lby = self._geo.dma_rows.bit_length() - 1, self._geo.dma_bytes.bit_length() - 1
+            out["d_dma_dram_end"] = _exact(m, "d_dma_dram_end", f["a_sel"] + (f["K"] << lby))
+            out["d_dma_u_end"] = _exact(m, "d_dma_u_end", f["a_base"] + (f["K"] << lr))
         return out
 
     def _dist_ok(self, m, f, op: str) -> Value:
@@ -400,6 +407,26 @@ class Decoder(wiring.Component):
             m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
         with m.Elif(u_conf | c_conf):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
+        return err
+
+    def _dma_checks(self, m, f, mx) -> Signal:
+        """Stage 2: the error code of a DMA instruction (:func:`gen.design.isa._check_dma`)."""
+        geo = self._geo
+        err = Signal(ErrorCode, name="dma_error")
+        wait = f["mode"] == DmaMode.WAIT
+        if not geo.dma_rows:
+            # no DMA engine: every load / store is BAD_SHAPE (the top refuses such a configuration)
+            m.d.comb += err.eq(Mux(wait, ErrorCode.NONE, ErrorCode.BAD_SHAPE))
+            return err
+        lr, lby = geo.dma_rows.bit_length() - 1, geo.dma_bytes.bit_length() - 1
+        misaligned = Cat(f["a_sel"][:lby], f["a_base"][:lr], Const(0, 1)).any()
+        bad = Signal(name="dma_bad_shape")
+        m.d.comb += bad.eq((f["mode"] > max(DmaMode))
+                           | (~wait & ((f["K"] == 0) | misaligned | (mx["dma_dram_end"] > (1 << DRAM_ADDR_BITS)))))
+        with m.If(bad):
+            m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
+        with m.Elif(~wait & (mx["dma_u_end"] > geo.unified_half_rows)):
+            m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
         return err
 
     def _vec_checks(self, m, f, mx) -> Signal:

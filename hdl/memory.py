@@ -55,6 +55,12 @@ class UnifiedMemory(wiring.Component):
     host_rdata : Out(row)
         Row ``host_addr`` of bank ``host_bank`` of half ``host_half``, one cycle later (the
         read port reads every cycle; the top registers whether the host asked).
+    dma_own : In(1)
+        The DMA engine owns the half other than ``tcu_half`` (every bank's host read and write
+        ports of that half: the top drops the host's accesses meanwhile).
+    dma_raddr, dma_rdata : In(index bits).array(banks), Out(row).array(banks)
+        DMA read of that half, per bank; data one cycle later.
+    dma_we, dma_waddr, dma_wdata : DMA write port of that half, per bank.
     """
 
     def __init__(self, config: FettaConfig):
@@ -70,6 +76,8 @@ class UnifiedMemory(wiring.Component):
             "w_en": In(1).array(B), "w_addr": In(unsigned(ib)).array(B), "w_data": In(self._width).array(B),
             "host_half": In(1), "host_bank": In(range(B)), "host_addr": In(unsigned(ib)),
             "host_we": In(1), "host_wdata": In(self._width), "host_rdata": Out(self._width),
+            "dma_own": In(1), "dma_raddr": In(unsigned(ib)).array(B), "dma_rdata": Out(self._width).array(B),
+            "dma_we": In(1).array(B), "dma_waddr": In(unsigned(ib)).array(B), "dma_wdata": In(self._width).array(B),
         })
 
     @property
@@ -92,15 +100,17 @@ class UnifiedMemory(wiring.Component):
                 ra = mem.read_port(transparent_for=(wp,))
                 rb = mem.read_port(transparent_for=(wp,))
                 tcu = self.tcu_half == h
+                dma = self.dma_own
                 host_here = (self.host_half == h) & (self.host_bank == b)
                 # the TCU owns its half; the host gets the other (or both when the TCU idles,
-                # which the top guarantees by holding tcu_half != host_half while busy)
+                # which the top guarantees by holding tcu_half != host_half while busy), unless
+                # the DMA engine owns it
                 m.d.comb += [
-                    ra.addr.eq(Mux(tcu, self.ia_addr[b], self.host_addr)),
+                    ra.addr.eq(Mux(tcu, self.ia_addr[b], Mux(dma, self.dma_raddr[b], self.host_addr))),
                     rb.addr.eq(self.ib_addr[b]),
-                    wp.addr.eq(Mux(tcu, self.w_addr[b], self.host_addr)),
-                    wp.data.eq(Mux(tcu, self.w_data[b], self.host_wdata)),
-                    wp.en.eq(Mux(tcu, self.w_en[b], host_here & self.host_we)),
+                    wp.addr.eq(Mux(tcu, self.w_addr[b], Mux(dma, self.dma_waddr[b], self.host_addr))),
+                    wp.data.eq(Mux(tcu, self.w_data[b], Mux(dma, self.dma_wdata[b], self.host_wdata))),
+                    wp.en.eq(Mux(tcu, self.w_en[b], Mux(dma, self.dma_we[b], host_here & self.host_we))),
                 ]
                 halves.append((ra, rb))
             tcu_q = Signal(name=f"tcu_half_q{b}")
@@ -108,6 +118,7 @@ class UnifiedMemory(wiring.Component):
             m.d.comb += [
                 self.ia_data[b].eq(Mux(tcu_q, halves[1][0].data, halves[0][0].data)),
                 self.ib_data[b].eq(Mux(tcu_q, halves[1][1].data, halves[0][1].data)),
+                self.dma_rdata[b].eq(Mux(tcu_q, halves[0][0].data, halves[1][0].data)),
             ]
             host_reads.append(Mux(host_half_q, halves[1][0].data, halves[0][0].data))
         with m.Switch(host_bank_q):

@@ -14,6 +14,11 @@ GEMM pipeline: issue ``k`` (address) -> memory read (1 cycle) -> PE MAC (registe
 reduction tree while the accumulation row is read -> add and write (accumulation
 unit, and the unified memory when ``WB``).
 
+DMA: :class:`hdl.dma.AxiDma` moves DRAM (the ``m_axi_*`` AXI4 manager ports) to and from the
+unified-memory half the run does not use, one beat of ``dma_rows`` rows (consecutive banks) per
+cycle; a DMA load / store hands it its descriptor in CHECK, a DMA wait, HALT and a failing
+instruction wait in CHECK until it is idle (:mod:`gen.design.control`).
+
 Structure: :class:`hdl.controller.Decoder` checks the instruction; the sequencers of
 :mod:`hdl.sequencer` walk its loops (:class:`~hdl.sequencer.GemmIssue`,
 :class:`~hdl.drain.DrainQueue` for the output side, a :class:`~hdl.sequencer.ChunkSequencer` each
@@ -29,11 +34,14 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig, check_accelerator
-from gen.design.isa import (ADDR_BITS, CYCLE_BITS, HOST_ADDR_BITS, INSTR_BITS, ErrorCode, Flag, Geometry, Opcode,
-                            vec_tail)
+from gen.design.isa import (ADDR_BITS, BOUND_BITS, CYCLE_BITS, DRAM_ADDR_BITS, HOST_ADDR_BITS, INSTR_BITS, DmaMode,
+                            ErrorCode, Flag, Geometry, Opcode, dma_beat_bits, vec_tail)
+from gen.errors import ConfigError
 
 from hdl.accum import AccumAdd, Narrow, Widen
+from hdl.axi import axi4_signature
 from hdl.controller import Decoder, flag
+from hdl.dma import AxiDma
 from hdl.drain import DrainQueue
 from hdl.memory import AccumMemory, UnifiedMemory, check_memory_config
 from hdl.pipe import delay, hold
@@ -123,6 +131,57 @@ def _issue_context(m, dec, F, gemm) -> dict:
     return ctx
 
 
+def _dma_engine(m, top, banks, umem, F):
+    """The DMA engine of :class:`Fetta` ``top``: its descriptor from the decoded instruction
+    (``cmd_valid`` is the FSM's), its AXI4 manager on the ``m_axi_*`` ports, its unified-memory
+    port on the half other than the TCU's. A beat's ``R = dma_rows`` rows from row ``r`` (a multiple
+    of ``R``) are in banks ``r mod banks + j``, ``j < R``, at index ``r // banks``: bank ``b`` takes
+    part when ``b // R`` is the beat's bank group, with row ``j = b mod R`` of the beat. Read data
+    returns one cycle after the address (the group registered with it)."""
+    cfg, geo = top._cfg, top._geo
+    R, RW = geo.dma_rows, cfg.lanes * cfg.elem_bits
+    m.submodules.dma = dma = AxiDma(data_bits=R * RW, row_bits=RW, row_addr_bits=ADDR_BITS, burst=cfg.dma_burst,
+                                    outstanding=cfg.dma_outstanding, addr_bits=DRAM_ADDR_BITS, len_bits=BOUND_BITS)
+    m.d.comb += [dma.cmd_store.eq(F["mode"] == DmaMode.STORE), dma.cmd_dram.eq(F["a_sel"][:DRAM_ADDR_BITS]),
+                 dma.cmd_row.eq(F["a_base"]), dma.cmd_beats.eq(F["K"]), top.dma_error.eq(dma.error),
+                 top.dma_done.eq(dma.done), umem.dma_own.eq(dma.busy)]
+    for name, mb in top._axi.members.items():
+        port = getattr(top, f"m_axi_{name}")
+        m.d.comb += port.eq(getattr(dma.m_axi, name)) if mb.flow == Out else getattr(dma.m_axi, name).eq(port)
+    lr, groups = R.bit_length() - 1, banks.count // R
+    beat = Signal(R * RW, name="dma_rbeat")
+    if groups > 1:
+        # the bank group of the beat read in the cycle before
+        w_group, r_group = banks.of(dma.um_waddr)[lr:], banks.of(dma.um_raddr)[lr:]
+        r_group_q = Signal.like(r_group, name="dma_rgroup_q")
+        m.d.sync += r_group_q.eq(r_group)
+        with m.Switch(r_group_q):
+            for g in range(groups):
+                with m.Case(g):
+                    m.d.comb += beat.eq(Cat(*(umem.dma_rdata[g * R + j] for j in range(R))))
+    else:
+        m.d.comb += beat.eq(Cat(*umem.dma_rdata))
+    m.d.comb += dma.um_rdata.eq(beat)
+    for b in range(banks.count):
+        mine = w_group == b // R if groups > 1 else Const(1, 1)
+        j = b % R
+        m.d.comb += [umem.dma_raddr[b].eq(banks.index(dma.um_raddr)),
+                     umem.dma_we[b].eq(dma.um_we & mine), umem.dma_waddr[b].eq(banks.index(dma.um_waddr)),
+                     umem.dma_wdata[b].eq(dma.um_wdata[j * RW:(j + 1) * RW])]
+    return dma
+
+
+def _write_ports(m, banks, mem, sources) -> None:
+    """The write port of every bank of ``mem``: the first enabled source of ``sources`` =
+    ``[(enable, rows), ...]`` owns all banks; of its ``rows`` = ``[(cond, addr, data), ...]``
+    the first that names the bank is written (combinational, at the end of the cycle)."""
+    for b in range(banks.count):
+        for i, (enable, rows) in enumerate(sources):
+            with (m.If if i == 0 else m.Elif)(enable):
+                for addr, data in banks.first(m, b, rows):
+                    banks.write(m, mem, b, addr, data)
+
+
 class Fetta(wiring.Component):
     """The accelerator.
 
@@ -151,11 +210,18 @@ class Fetta(wiring.Component):
     pc : Out(...)           the halting instruction (HALT or the faulting one)
     cycles : Out(CYCLE_BITS)  cycles the last run was busy (counts while running)
     host_err : Out(1)       sticky: a host access hit what the running program owns (it was dropped)
+    dma_error : Out(1)      the last DMA transfer got an AXI4 response other than OKAY (held until
+                            the next DMA load / store starts)
+    dma_done : Out(1)       one-cycle pulse: a DMA transfer is complete (its last beat written to
+                            the unified memory, or its last B response received)
+    m_axi_<name>            the DMA engine's AXI4 manager (:func:`hdl.axi.axi4_signature`: IDs of
+                            1 bit, :data:`~gen.design.isa.DRAM_ADDR_BITS`-bit byte addresses,
+                            :func:`~gen.design.isa.dma_beat_bits` data bits), flattened
 
     While busy the host may access the unified half other than ``run_half``
-    (ping-pong); accesses to the running half, to the accumulation unit and
-    instruction pushes are dropped and set ``host_err``. Out-of-range host addresses
-    are dropped too and set ``host_err``.
+    (ping-pong) except while a DMA transfer runs (it owns that half); accesses to the
+    running half, to the accumulation unit and instruction pushes are dropped and set
+    ``host_err``. Out-of-range host addresses are dropped too and set ``host_err``.
     """
 
     def __init__(self, config: FettaConfig, *, parts=None):
@@ -170,13 +236,22 @@ class Fetta(wiring.Component):
             raise ValueError(f"unknown parts {unknown} (known: {sorted(PARTS)})")
         self._parts = {**PARTS, **(parts or {})}
         AW = config.lanes * config.acc_bits
+        beat = dma_beat_bits(config)
+        if beat == 0:
+            raise ConfigError(f"the DMA beat min(dma_data_bits, banks * lanes * elem_bits) must be a power of two "
+                              f">= 8 and a power-of-two multiple of a row ({config.lanes * config.elem_bits} bits), "
+                              f"got {min(config.dma_data_bits, config.banks * config.lanes * config.elem_bits)}",
+                              field="dma_data_bits")
+        self._axi = axi4_signature(DRAM_ADDR_BITS, beat)
+        axi_ports = {f"m_axi_{name}": (Out if mb.flow == Out else In)(mb.shape)
+                     for name, mb in self._axi.members.items()}
         super().__init__({
             "host_sel": In(1), "host_half": In(1), "host_addr": In(HOST_ADDR_BITS), "host_we": In(1),
             "host_re": In(1), "host_wdata": In(AW), "host_rdata": Out(AW), "host_rvalid": Out(1),
             "instr": In(INSTR_BITS), "instr_push": In(1), "instr_clear": In(1),
             "start": In(1), "run_half": In(1),
             "busy": Out(1), "done": Out(1), "error": Out(ErrorCode), "pc": Out(range(config.imem_depth + 1)),
-            "cycles": Out(CYCLE_BITS), "host_err": Out(1),
+            "cycles": Out(CYCLE_BITS), "host_err": Out(1), "dma_error": Out(1), "dma_done": Out(1), **axi_ports,
         })
 
     def elaborate(self, platform):
@@ -203,10 +278,11 @@ class Fetta(wiring.Component):
                      dec.word.eq(im_r.data), dec.pc_overflow.eq(run.pc_over)]
         with m.If(run.busy):
             m.d.sync += run.cycles.eq(run.cycles + 1)
-        host_acc_we = self._host_port(m, run, banks, umem, amem, im_w)
-
         # the decoder's outputs are registers loaded in DECODE, held for the whole instruction
         F = {name[2:]: getattr(dec, name) for name in dir(dec) if name.startswith("f_")}
+        dma = _dma_engine(m, self, banks, umem, F)
+        host_acc_we = self._host_port(m, run, banks, umem, amem, im_w, dma)
+
         is_store = F["opcode"] == Opcode.STORE
         issue = _issue_context(m, dec, F, gemm)
         self._tcu_inputs(m, dec, F, gemm, tcu, umem, issue)
@@ -248,13 +324,13 @@ class Fetta(wiring.Component):
             (move.valid[1] & is_store, [(None, a, d) for a, d in zip(move.u_addr[1], mv_narrow)]),
             (vec.valid[vw] & wb, [(None, a, vu.o_narrow[j * RW:(j + 1) * RW]) for j, a in enumerate(vec_w_addr)]),
         ]
-        self._write_ports(m, banks, amem, acc_sources)
-        self._write_ports(m, banks, umem, unified_sources)
+        _write_ports(m, banks, amem, acc_sources)
+        _write_ports(m, banks, umem, unified_sources)
 
-        self._fsm(m, run, dec, im_r, gemm, out, move, vec)
+        self._fsm(m, run, dec, im_r, gemm, out, move, vec, dma)
         return m
 
-    def _host_port(self, m, run, banks, umem, amem, im_w):
+    def _host_port(self, m, run, banks, umem, amem, im_w, dma):
         """The host port: instruction pushes, unified-memory accesses, accumulation-unit reads
         and ``host_err``. Returns the accumulation-unit write enable of the host (this cycle; it
         has the lowest priority at the bank's write port).
@@ -273,7 +349,7 @@ class Fetta(wiring.Component):
             with m.Else():
                 m.d.comb += [im_w.en.eq(1), im_w.addr.eq(n_instr), im_w.data.eq(self.instr)]
                 m.d.sync += n_instr.eq(n_instr + 1)
-        u_ok = (self.host_addr < geo.unified_half_rows) & ~(run.busy & (self.host_half == run.half))
+        u_ok = (self.host_addr < geo.unified_half_rows) & ~(run.busy & (self.host_half == run.half)) & ~dma.busy
         a_ok = (self.host_addr < geo.accum_rows) & ~run.busy
         with m.If((self.host_we | self.host_re) & Mux(self.host_sel, ~a_ok, ~u_ok)):
             m.d.sync += run.host_err.eq(1)
@@ -437,17 +513,7 @@ class Fetta(wiring.Component):
             vy = banks.select(m, Signal(AW, name=f"vec_y{j}"), banks.of(vec.a_addr[1][j]), amem.r_data)
             m.d.comb += [vu.x[j * RW:(j + 1) * RW].eq(vx), vu.y[j * AW:(j + 1) * AW].eq(vy)]
 
-    def _write_ports(self, m, banks, mem, sources) -> None:
-        """The write port of every bank of ``mem``: the first enabled source of ``sources`` =
-        ``[(enable, rows), ...]`` owns all banks; of its ``rows`` = ``[(cond, addr, data), ...]``
-        the first that names the bank is written (combinational, at the end of the cycle)."""
-        for b in range(banks.count):
-            for i, (enable, rows) in enumerate(sources):
-                with (m.If if i == 0 else m.Elif)(enable):
-                    for addr, data in banks.first(m, b, rows):
-                        banks.write(m, mem, b, addr, data)
-
-    def _fsm(self, m, run, dec, im_r, gemm, out, move, vec) -> None:
+    def _fsm(self, m, run, dec, im_r, gemm, out, move, vec, dma) -> None:
         """The controller FSM: IDLE / HALTED wait for ``start``; per instruction FETCH (read the
         instruction memory), DECODE (the decoder registers the word and its stage 1: offsets,
         dataflow, range maxima), CHECK (the decoder's stage 2 error code: end the run, or start
@@ -455,7 +521,8 @@ class Fetta(wiring.Component):
         GEMM's CHECK the next FETCH follows at once (the GEMM issues and drains meanwhile). CHECK
         waits as :mod:`gen.design.control` states: a GEMM that may overlap the GEMMs in flight for
         the last cycle of the previous one's issue and a free output context, anything else until
-        every GEMM has written its last row."""
+        every GEMM has written its last row. A DMA load / store starts the DMA engine once it is idle
+        and the next FETCH follows; a DMA wait, HALT and a failing instruction also wait for it."""
         m.d.comb += im_r.addr.eq(run.pc)
         op = dec.f_opcode
         with m.FSM(name="ctrl"):
@@ -480,7 +547,7 @@ class Fetta(wiring.Component):
                 m.next = "CHECK"
             with m.State("CHECK"):
                 with m.If(dec.error != ErrorCode.NONE):
-                    with m.If(out.idle):
+                    with m.If(out.idle & dma.cmd_ready):
                         m.d.sync += [run.error.eq(dec.error), run.busy.eq(0), run.done.eq(1)]
                         m.next = "HALTED"
                 with m.Elif(op == Opcode.GEMM):
@@ -490,10 +557,16 @@ class Fetta(wiring.Component):
                         m.d.comb += [gemm.start.eq(1), out.start.eq(1)]
                         m.d.sync += run.pc.eq(run.pc + 1)
                         m.next = "FETCH"
+                with m.Elif(op == Opcode.DMA):
+                    with m.If(dma.cmd_ready):
+                        m.d.comb += dma.cmd_valid.eq(dec.f_mode != DmaMode.WAIT)
+                        m.d.sync += run.pc.eq(run.pc + 1)
+                        m.next = "FETCH"
                 with m.Elif(out.idle):
                     with m.If(op == Opcode.HALT):
-                        m.d.sync += [run.busy.eq(0), run.done.eq(1)]
-                        m.next = "HALTED"
+                        with m.If(dma.cmd_ready):
+                            m.d.sync += [run.busy.eq(0), run.done.eq(1)]
+                            m.next = "HALTED"
                     with m.Elif((op == Opcode.LOAD) | (op == Opcode.STORE)):
                         m.d.comb += move.start.eq(1)
                         m.next = "MOVE"

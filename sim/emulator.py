@@ -18,7 +18,11 @@ write-back order stay sequential), so it is the fast reference that ``fetta run
 --sim emulator`` and the compiler drive.
 
 Memory images: ``unified[half, addr, lane]`` and ``accum[addr, lane]`` hold raw
-bit patterns (``uint64``): bfloat16 / FP32 bits, or two's-complement integers.
+bit patterns (``uint64``): bfloat16 / FP32 bits, or two's-complement integers. ``dram`` is the
+DRAM the DMA instructions move to and from (``uint8``, byte ``a`` at DRAM byte address ``a``; a
+beat's rows are packed lane 0 of its first row in the low bits, little-endian, as the AXI4 bus
+carries them). A DMA load / store takes effect at its CHECK: it only touches the half the run does
+not use and DMA transfers run one at a time, so nothing can tell it from the engine's timing.
 """
 
 from __future__ import annotations
@@ -29,12 +33,22 @@ import numpy as np
 
 from gen.design.config import FettaConfig
 from gen.design.control import Clock
-from gen.design.isa import (ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode, interleave, gemm_macs,
-                            group_offsets, horizontal, loads, stationary, transposed)
+from gen.design.isa import (DmaMode, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode, interleave,
+                            gemm_macs, group_offsets, horizontal, loads, stationary, transposed)
 
 from sim import bf16 as fp
 from sim.vector_ref import vec_ref
-from gen.errors import ConfigError
+from gen.errors import ConfigError, FettaError
+
+#: bytes of the DRAM an :class:`Emulator` starts with (the RTL bench's AXI4 RAM has as many,
+#: :data:`sim.host_player.DRAM_BYTES`)
+DRAM_BYTES = 1 << 20
+
+
+class DramRangeError(FettaError):
+    """A DMA instruction reaches past the end of the emulator's ``dram``."""
+
+    kind = "dram"
 
 
 @dataclass
@@ -51,8 +65,10 @@ class RunResult:
 class Emulator:
     """The accelerator's architectural state and an executor for instruction words."""
 
-    def __init__(self, config: FettaConfig):
+    def __init__(self, config: FettaConfig, dram_bytes: int = DRAM_BYTES):
         self.config = config
+        #: the DRAM of the DMA instructions (the caller may replace it by its own ``uint8`` array)
+        self.dram = np.zeros(dram_bytes, np.uint8)
         self.geo = Geometry.of(config)
         self.is_float = config.datatype == "bf16"
         g = self.geo
@@ -120,6 +136,8 @@ class Emulator:
                 self._store(ins, half)
             elif ins.opcode == Opcode.VEC:
                 self._vec(ins, half)
+            elif ins.opcode == Opcode.DMA and ins.mode != DmaMode.WAIT:
+                self._dma(ins, 1 - half)
             pc += 1
 
     # --- instructions ----------------------------------------------------------------
@@ -225,28 +243,59 @@ class Emulator:
 
     def _load(self, ins: Instr, half: int) -> None:
         u, a = self._move_rows(ins)
-        for c in range(ins.K):   # chunk order matters when rows overlap
-            sl = slice(c * self.geo.banks, (c + 1) * self.geo.banks)
+        for sl in self._chunks(ins.K, self.geo.banks, a):
             self.accum[a[sl]] = self._widen(self.unified[half][u[sl]])
 
     def _store(self, ins: Instr, half: int) -> None:
         u, a = self._move_rows(ins)
-        for c in range(ins.K):
-            sl = slice(c * self.geo.banks, (c + 1) * self.geo.banks)
+        for sl in self._chunks(ins.K, self.geo.banks, u):
             self.unified[half][u[sl]] = self._narrow(self.accum[a[sl]])
 
-    def _vec(self, ins: Instr, half: int) -> None:
-        """VEC: chunk by chunk (``vec_rows`` rows each), per lane :func:`sim.vector_ref.vec_ref`."""
+    @staticmethod
+    def _chunks(K: int, rows: int, written: np.ndarray, read: np.ndarray | None = None) -> list[slice]:
+        """The instruction's chunks in order (``rows`` rows each), or all at once where that gives
+        the same result: no row written twice and none read after another chunk wrote it (``read``:
+        rows of the written memory the instruction reads; equal to ``written`` row for row is safe)."""
+        once = len(np.unique(written)) == len(written)
+        if once and (read is None or np.array_equal(read, written) or not np.intersect1d(read, written).size):
+            return [slice(0, K * rows)]
+        return [slice(c * rows, (c + 1) * rows) for c in range(K)]
 
-        V = self.geo.vec_rows
+    def _vec(self, ins: Instr, half: int) -> None:
+        """VEC: chunk by chunk (``vec_rows`` rows each; at once where the order does not matter), per
+        lane :func:`sim.vector_ref.vec_ref`."""
+        i = np.arange(ins.K * self.geo.vec_rows)
+        u, a, w = ins.a_base + i * ins.a_sk, ins.o_base + i * ins.o_sk, ins.w_base + i * ins.o_sk
         wb = bool(ins.flags & Flag.WB)
-        for c in range(ins.K):
-            i = np.arange(c * V, (c + 1) * V)
-            u, a, w = ins.a_base + i * ins.a_sk, ins.o_base + i * ins.o_sk, ins.w_base + i * ins.o_sk
-            o, nar = vec_ref(self.config, ins.mode, ins.scalar, self.unified[half][u], self.accum[a])
-            self.accum[a] = o
+        whole = self._chunks(ins.K, self.geo.vec_rows, a)
+        if wb and len(whole) == 1:
+            whole = self._chunks(ins.K, self.geo.vec_rows, w, u)
+        for sl in whole if len(whole) == 1 else [slice(c * self.geo.vec_rows, (c + 1) * self.geo.vec_rows)
+                                                 for c in range(ins.K)]:
+            o, nar = vec_ref(self.config, ins.mode, ins.scalar, self.unified[half][u[sl]], self.accum[a[sl]])
+            self.accum[a[sl]] = o
             if wb:
-                self.unified[half][w] = nar
+                self.unified[half][w[sl]] = nar
+
+    def _dma(self, ins: Instr, half: int) -> None:
+        """DMA load / store of ``K`` beats between ``dram`` from ``a_sel`` and the rows of ``half``
+        from ``a_base`` (``dma_rows`` rows per beat)."""
+        g, eb = self.geo, self.elem_bits
+        nbytes = ins.K * g.dma_bytes
+        if ins.a_sel + nbytes > len(self.dram):
+            raise DramRangeError(f"DMA of {nbytes} bytes at {ins.a_sel:#x} past the {len(self.dram)}-byte DRAM",
+                                 field="a_sel")
+        rows = slice(ins.a_base, ins.a_base + ins.K * g.dma_rows)
+        dram = slice(ins.a_sel, ins.a_sel + nbytes)
+        if ins.mode == DmaMode.LOAD:
+            bits = np.unpackbits(self.dram[dram].reshape(-1, 1), axis=1, bitorder="little")
+            bits = bits.reshape(-1, g.lanes, eb)
+            weights = np.uint64(1) << np.arange(eb, dtype=np.uint64)
+            self.unified[half][rows] = (bits.astype(np.uint64) * weights).sum(axis=2, dtype=np.uint64)
+        else:
+            v = np.ascontiguousarray(self.unified[half][rows]).astype("<u8").view(np.uint8).reshape(-1, g.lanes, 8)
+            bits = np.unpackbits(v, axis=2, bitorder="little")[:, :, :eb]
+            self.dram[dram] = np.packbits(bits.reshape(-1), bitorder="little")
 
 
 def _signed(bits: np.ndarray, width: int) -> np.ndarray:
@@ -257,4 +306,4 @@ def _signed(bits: np.ndarray, width: int) -> np.ndarray:
     return v
 
 
-__all__ = ["Emulator", "RunResult"]
+__all__ = ["Emulator", "RunResult", "DramRangeError", "DRAM_BYTES"]

@@ -13,10 +13,17 @@ player on a rising edge and sampled by the accelerator on the next one; a read's
 cycle after ``host_re``; after ``start`` the player lets one edge pass (``done`` of the previous run
 clears there) and then waits for ``done``.
 
+The accelerator's DMA engine (``m_axi_*``) is answered by ``fetta_axi_ram`` (:func:`axi_ram_verilog`),
+an AXI4 subordinate RAM of :data:`DRAM_BYTES` bytes that is always ready, returns a read burst's
+beats back to back from ``dram_latency`` cycles after its AR handshake and a write burst's B the
+cycle after its last W beat: the DRAM :func:`gen.design.control.dma_cycles` counts with. It starts
+as zeros, or as ``+dram_in=FILE`` (``$readmemh``: one beat per line, lowest address first) and is
+written to ``+dram_out=FILE`` when the player ends.
+
 Commands (one per line, hex fields): ``1 sel half addr data`` write a row, ``2 0 0 0 word`` push an
 instruction word, ``3 0 0 0 0`` clear the instruction memory, ``4 half limit 0 0`` start and wait
 for ``done`` (at most ``limit`` cycles), ``5 sel half addr 0`` read a row, ``6 0 0 0 0`` end.
-Output lines: ``D cycles error pc host_err`` per run, ``R data`` per row read, ``T`` on a timeout.
+Output lines: ``D cycles error pc host_err dma_error`` per run, ``R data`` per row read, ``T`` on a timeout.
 """
 
 from __future__ import annotations
@@ -26,11 +33,14 @@ from pathlib import Path
 
 import numpy as np
 import hdl
+from sim.emulator import DRAM_BYTES as EMU_DRAM_BYTES
 
 #: the test-bench top module
 TOP = "fetta_host"
 #: the cycles a job's run may take unless it says (``limit``)
 DEFAULT_LIMIT = 1_000_000
+#: bytes of the bench's DRAM (``fetta_axi_ram``); the emulator's default DRAM has as many
+DRAM_BYTES = EMU_DRAM_BYTES
 
 
 def port_widths(verilog: str, module: str) -> dict[str, int]:
@@ -43,13 +53,100 @@ def port_widths(verilog: str, module: str) -> dict[str, int]:
                                  body.group(0), re.M)}
 
 
-def player_verilog(design: str) -> str:
+def axi_ram_verilog(data_bits: int, latency: int) -> str:
+    """Verilog of ``fetta_axi_ram`` (module docstring): :data:`DRAM_BYTES` of ``data_bits``-wide beats,
+    read latency ``latency``; up to 32 bursts queued per direction; write strobes are ignored (the DMA
+    engine writes whole beats)."""
+    lg = (data_bits // 8).bit_length() - 1
+    depth = DRAM_BYTES >> lg
+    iw = max(1, depth.bit_length() - 1)
+    return f"""// AXI4 subordinate RAM of the host player (sim/host_player.py)
+module fetta_axi_ram (
+  input wire clk, input wire dump,
+  input wire [31:0] awaddr, input wire [7:0] awlen, input wire awvalid, output wire awready,
+  input wire [{data_bits - 1}:0] wdata, input wire wlast, input wire wvalid, output wire wready,
+  output wire bvalid, input wire bready, output wire [1:0] bresp, output wire bid,
+  input wire [31:0] araddr, input wire [7:0] arlen, input wire arvalid, output wire arready,
+  output wire [{data_bits - 1}:0] rdata, output wire rlast, output wire rvalid, input wire rready,
+  output wire [1:0] rresp, output wire rid);
+  reg [{data_bits - 1}:0] mem [0:{depth - 1}];
+  reg [63:0] now = 64'd0;
+  // read bursts: next beat, beats left, first cycle; write bursts: next beat; B: first cycle
+  reg [{iw - 1}:0] ar_beat [0:31];
+  reg [8:0] ar_left [0:31];
+  reg [63:0] ar_time [0:31];
+  reg [{iw - 1}:0] aw_beat [0:31];
+  reg [63:0] b_time [0:31];
+  reg [4:0] ar_head = 5'd0, ar_tail = 5'd0, aw_head = 5'd0, aw_tail = 5'd0, b_head = 5'd0, b_tail = 5'd0;
+  reg [8*4096-1:0] path;
+  integer i;
+  assign arready = 1'b1;
+  assign awready = 1'b1;
+  assign wready = 1'b1;
+  assign rvalid = (ar_head != ar_tail) && (ar_time[ar_head] <= now);
+  assign rdata = mem[ar_beat[ar_head]];
+  assign rlast = ar_left[ar_head] == 9'd1;
+  assign bvalid = (b_head != b_tail) && (b_time[b_head] <= now);
+  assign bresp = 2'd0;
+  assign rresp = 2'd0;
+  assign bid = 1'b0;
+  assign rid = 1'b0;
+  initial begin
+    for (i = 0; i < {depth}; i = i + 1)
+      mem[i] = {data_bits}'d0;
+    if ($value$plusargs("dram_in=%s", path))
+      $readmemh(path, mem);
+  end
+  always @(posedge clk) begin
+    now <= now + 64'd1;
+    if (arvalid) begin
+      ar_beat[ar_tail] <= araddr[{lg + iw - 1}:{lg}];
+      ar_left[ar_tail] <= {{1'b0, arlen}} + 9'd1;
+      ar_time[ar_tail] <= now + 64'd{latency};
+      ar_tail <= ar_tail + 5'd1;
+    end
+    if (rvalid && rready) begin
+      if (ar_left[ar_head] == 9'd1)
+        ar_head <= ar_head + 5'd1;
+      else begin
+        ar_beat[ar_head] <= ar_beat[ar_head] + {iw}'d1;
+        ar_left[ar_head] <= ar_left[ar_head] - 9'd1;
+      end
+    end
+    if (awvalid) begin
+      aw_beat[aw_tail] <= awaddr[{lg + iw - 1}:{lg}];
+      aw_tail <= aw_tail + 5'd1;
+    end
+    if (wvalid && aw_head != aw_tail) begin
+      mem[aw_beat[aw_head]] <= wdata;
+      if (wlast) begin
+        aw_head <= aw_head + 5'd1;
+        b_time[b_tail] <= now + 64'd1;
+        b_tail <= b_tail + 5'd1;
+      end else
+        aw_beat[aw_head] <= aw_beat[aw_head] + {iw}'d1;
+    end
+    if (bvalid && bready)
+      b_head <= b_head + 5'd1;
+    if (dump && $value$plusargs("dram_out=%s", path))
+      $writememh(path, mem);
+  end
+endmodule
+"""
+
+
+def player_verilog(design: str, dram_latency: int = 8) -> str:
     """Verilog of the ``fetta_host`` test bench for the accelerator in ``design`` (the emitted Verilog
-    of :func:`hdl.module_name` ``("fetta")``; the bench goes into the same compilation). Its
+    of :func:`hdl.module_name` ``("fetta")``; the bench goes into the same compilation) and of its
+    DRAM (:func:`axi_ram_verilog`, read latency ``dram_latency``: the configuration's). Its
     registers take the widths of the accelerator's ports."""
     w = port_widths(design, hdl.module_name("fetta"))
     dw = max(w["host_wdata"], w["instr"])
-    return f"""// fetta host player (sim/host_player.py): plays a job file through the host port
+    axi = [name.removeprefix("m_axi_") for name in w if name.startswith("m_axi_")]
+    axi_wires = "\n".join(f"  wire [{w['m_axi_' + n] - 1}:0] axi_{n};" for n in sorted(axi))
+    used = ("awaddr", "awlen", "awvalid", "awready", "wdata", "wlast", "wvalid", "wready", "bvalid", "bready",
+            "bresp", "bid", "araddr", "arlen", "arvalid", "arready", "rdata", "rlast", "rvalid", "rready", "rresp", "rid")
+    return axi_ram_verilog(w["m_axi_wdata"], dram_latency) + f"""// fetta host player (sim/host_player.py): plays a job file through the host port
 module {TOP} (input wire clk, output reg finished);
   reg rst = 1'b1;
   reg [1:0] reset_cycles = 2'd0;
@@ -63,12 +160,17 @@ module {TOP} (input wire clk, output reg finished);
   wire [{w["error"] - 1}:0] error;
   wire [{w["pc"] - 1}:0] pc;
   wire [{w["cycles"] - 1}:0] cycles;
+  wire dma_error, dma_done;
+{axi_wires}
+  reg dump = 1'b0;
+  fetta_axi_ram dram ({", ".join(f".{n}(axi_{n})" for n in used)}, .clk(clk), .dump(dump));
   {hdl.module_name("fetta")} dut (
     .clk(clk), .rst(rst), .host_sel(host_sel), .host_half(host_half), .host_addr(host_addr),
     .host_we(host_we), .host_re(host_re), .host_wdata(host_wdata), .host_rdata(host_rdata),
     .host_rvalid(host_rvalid), .instr(instr), .instr_push(instr_push), .instr_clear(instr_clear),
     .start(start), .run_half(run_half), .busy(busy), .done(done), .error(error), .pc(pc),
-    .cycles(cycles), .host_err(host_err));
+    .cycles(cycles), .host_err(host_err), .dma_error(dma_error), .dma_done(dma_done),
+    {", ".join(f".m_axi_{n}(axi_{n})" for n in sorted(axi))});
 
   integer fin, fout, got;
   reg [8*4096-1:0] path_in, path_out;
@@ -116,13 +218,14 @@ module {TOP} (input wire clk, output reg finished);
             4'd3: instr_clear <= 1'b1;
             4'd4: begin run_half <= f1[0]; start <= 1'b1; limit <= f2; waited <= 0; state <= 3'd1; end
             4'd5: begin host_sel <= f1[0]; host_half <= f2[0]; host_addr <= f3; host_re <= 1'b1; state <= 3'd3; end
-            default: begin $fclose(fout); finished <= 1'b1; state <= 3'd5; end
+            default: begin $fclose(fout); dump <= 1'b1; state <= 3'd6; end
           endcase
         end
         3'd1: state <= 3'd2;
+        3'd6: begin finished <= 1'b1; state <= 3'd5; end
         3'd2: begin
           if (done) begin
-            $fwrite(fout, "D %h %h %h %h\\n", cycles, error, pc, host_err);
+            $fwrite(fout, "D %h %h %h %h %h\\n", cycles, error, pc, host_err, dma_error);
             state <= 3'd0;
           end else if (waited == limit) begin
             $fwrite(fout, "T\\n");
@@ -202,8 +305,9 @@ def read_output(path: Path, config, jobs) -> dict:
 
     for j, job in enumerate(jobs):
         p = f"j{j}_"
-        cycles, error, pc, host_err = take("D")
-        out.update({p + "cycles": cycles, p + "error": error, p + "pc": pc, p + "host_err": host_err})
+        cycles, error, pc, host_err, dma_error = take("D")
+        out.update({p + "cycles": cycles, p + "error": error, p + "pc": pc, p + "host_err": host_err,
+                    p + "dma_error": dma_error})
         for key, reads, bits in (("urd", [n for _, _, n in job.get("ureads", [])], config.elem_bits),
                                  ("ard", [n for _, n in job.get("areads", [])], config.acc_bits)):
             vals = [take("R")[0] for _ in range(sum(reads))]
@@ -211,4 +315,21 @@ def read_output(path: Path, config, jobs) -> dict:
     return out
 
 
-__all__ = ["TOP", "player_verilog", "write_script", "read_output"]
+def write_dram(path: Path, dram: np.ndarray, beat_bytes: int) -> None:
+    """``dram`` (bytes, at most :data:`DRAM_BYTES`) as a ``$readmemh`` file of ``beat_bytes``-byte beats."""
+    data = np.zeros(-(-len(dram) // beat_bytes) * beat_bytes, np.uint8)
+    data[:len(dram)] = dram
+    beats = data.reshape(-1, beat_bytes)[:, ::-1]          # little-endian beats, most significant byte first
+    Path(path).write_text("\n".join(b.tobytes().hex() for b in beats) + "\n")
+
+
+def read_dram(path: Path, beat_bytes: int) -> np.ndarray:
+    """The ``$writememh`` file of the bench's DRAM as bytes (:data:`DRAM_BYTES`)."""
+    beats = [line.split("//")[0].strip() for line in Path(path).read_text().splitlines()]
+    beats = [b for b in beats if b and not b.startswith("@")]
+    raw = bytes.fromhex("".join(b.replace("x", "0").replace("X", "0").zfill(2 * beat_bytes) for b in beats))
+    return np.frombuffer(raw, np.uint8).reshape(-1, beat_bytes)[:, ::-1].reshape(-1).copy()
+
+
+__all__ = ["TOP", "DRAM_BYTES", "player_verilog", "axi_ram_verilog", "write_script", "read_output", "write_dram",
+           "read_dram"]

@@ -3,7 +3,8 @@
 A *job* is a dict: ``uwrites`` [(half, addr, rows_bits)] unified rows to write (bit patterns
 ``[n, lanes]``), ``awrites`` [(addr, rows_bits)] accumulation rows, ``prog`` [instruction words],
 ``half`` (the run's ping-pong half), ``ureads`` [(half, addr, n)] and ``areads`` [(addr, n)] rows to
-read after the run, ``limit`` (cycles the run may take). The host of the simulation is played in
+read after the run, ``limit`` (cycles the run may take). The DRAM of the DMA instructions is the
+bench's AXI4 RAM (:func:`sim.host_player.axi_ram_verilog`), one for all the jobs of a call. The host of the simulation is played in
 Verilog (:mod:`sim.host_player`: the accelerator's host port driven from a command file, no Python
 on the simulated clock); this module writes the command file, builds the design with the player
 (cached, :mod:`sim.runner`), runs it and reads the rows and cycle counts back. Verilator runs are
@@ -16,12 +17,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 import hdl
 from gen.compiler.gemm import GemmPlan, assemble_y, read_y_rows
 from gen.design.isa import Geometry, Opcode, decode, gemm_macs
 from gen.errors import FettaError
 from sim.emulator import Emulator
-from sim.host_player import DEFAULT_LIMIT, TOP, player_verilog, read_output, write_script
+from sim.host_player import DEFAULT_LIMIT, TOP, player_verilog, read_dram, read_output, write_dram, write_script
 from sim.runner import build, build_native, elaborate, run, run_native
 
 #: the cocotb module that clocks the host player (:mod:`sim.benches.host_bench`)
@@ -34,16 +37,20 @@ class RtlError(FettaError):
     exit_code = 1
 
 
-def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None, trace: str | Path | None = None):
+def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None, trace: str | Path | None = None,
+                 dram=None):
     """Build (cached) the accelerator for ``config`` with the host player, run ``jobs`` on ``sim``;
     returns the output dict (per job ``j{j}_cycles``, ``_error``, ``_pc``, ``_host_err``, ``_urd``,
     ``_ard``; ``sim_cycles``: every clock cycle simulated, host port included) and the
     :class:`sim.runner.SimBuild`. ``verilog``: the design's text when the caller already elaborated
     it (else :func:`sim.runner.elaborate`). ``trace``: write an FST waveform of every signal of the
     design over the whole simulation to this file (a build with tracing, cached apart from the plain
-    one)."""
+    one). ``dram``: the bench's DRAM before the first job (``uint8`` bytes, at most
+    :data:`sim.host_player.DRAM_BYTES`; else zeros); then ``out["dram"]`` is the DRAM after the last
+    job (:data:`~sim.host_player.DRAM_BYTES` bytes)."""
     text = verilog if verilog is not None else elaborate("fetta", config)
-    bench = text + player_verilog(text)
+    bench = text + player_verilog(text, config.dram_latency)
+    beat_bytes = Geometry.of(config).dma_bytes
     waves = trace is not None
     sb = build_native(bench, TOP, waves=waves) if sim == "verilator" else build(bench, TOP, sim, waves=waves)
     with tempfile.TemporaryDirectory() as tmp:
@@ -51,12 +58,17 @@ def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None, trace: str 
         commands = write_script(script, config, jobs)
         limit = 2 * commands + sum(job.get("limit", DEFAULT_LIMIT) for job in jobs) + 16
         plusargs = [f"+host_in={script}", f"+host_out={result}"]
+        if dram is not None:
+            write_dram(Path(tmp) / "dram_in.hex", np.asarray(dram, np.uint8), beat_bytes)
+            plusargs += [f"+dram_in={Path(tmp) / 'dram_in.hex'}", f"+dram_out={Path(tmp) / 'dram_out.hex'}"]
         if sim == "verilator":
             sim_cycles = run_native(sb, plusargs, limit, waves_file=trace)
         else:
             rd = run(sb, BENCH, env={"FETTA_HOST_LIMIT": str(limit)}, waves_file=trace, plusargs=plusargs)
             sim_cycles = int((rd / "sim_cycles.txt").read_text())
         out = read_output(result, config, jobs)
+        if dram is not None:
+            out["dram"] = read_dram(Path(tmp) / "dram_out.hex", beat_bytes)
     out["sim_cycles"] = sim_cycles
     return out, sb
 

@@ -20,7 +20,7 @@ GEO = Geometry.of(CFG)
 def instrs(draw):
     small = st.integers(0, 9)
     addr = st.one_of(st.integers(0, 40), st.integers(GEO.accum_rows - 20, GEO.unified_half_rows + 5))
-    kw = {"opcode": draw(st.sampled_from([3, 3, 3, 4, 5, 1, 7])), "flags": draw(st.integers(0, 3)),
+    kw = {"opcode": draw(st.sampled_from([3, 3, 3, 4, 5, 1, 7, 8])), "flags": draw(st.integers(0, 3)),
           "mode": draw(st.sampled_from([0, 0, 0, 0, 0, 1])),
           "log_gm": draw(st.integers(0, 2)), "log_gn": draw(st.integers(0, 2)), "log_gk": draw(st.integers(0, 2)),
           "K": draw(st.sampled_from([1, 2, 5, 12, 0])), "L0": draw(st.sampled_from([1, 3, 0])),
@@ -30,6 +30,11 @@ def instrs(draw):
         kw[f"{op}_base"] = draw(addr)
         for lv in ("k", "l0", "l1", "m", "n", "r"):
             kw[f"{op}_s{lv}"] = draw(small)
+    if kw["opcode"] == 7:
+        # DMA: every mode, DRAM addresses (32-byte beats here) aligned or not, up to past 4 GiB
+        kw["mode"] = draw(st.integers(0, 3))
+        kw["a_sel"] = draw(st.sampled_from([0, 32, 48, 4096 - 32, (1 << 32) - 64, (1 << 32) - 32, 1 << 32,
+                                            (1 << 64) - 32]))
     return Instr(**kw)
 
 
@@ -94,7 +99,7 @@ def test_transposes_decoder_matches_isa_check():
 def test_every_code_reachable():
     from gen.design.isa import gemm, load, store
 
-    cases = {ErrorCode.NONE: gemm(K=2, o=(0, 1)), ErrorCode.ILLEGAL_OPCODE: Instr(opcode=7),
+    cases = {ErrorCode.NONE: gemm(K=2, o=(0, 1)), ErrorCode.ILLEGAL_OPCODE: Instr(opcode=8),
              ErrorCode.BAD_SHAPE: gemm(K=1, grid=(2, 2, 2)),
              ErrorCode.UNIFIED_RANGE: gemm(K=2, a=(GEO.unified_half_rows - 1, 1)),
              ErrorCode.ACCUM_RANGE: load(src=0, dst=GEO.accum_rows - 1, chunks=1),

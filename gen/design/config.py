@@ -107,6 +107,11 @@ class FettaConfig:
     dma_burst: int = 16
     #: AXI4 bursts the DMA engine keeps in flight per direction (1 .. 16)
     dma_outstanding: int = 4
+    #: cycles from an AR handshake to the first R beat of the DRAM (1 .. 256): not a parameter of the
+    #: accelerator but of the memory it is attached to; the emulator counts DMA instructions with it
+    #: (``gen.design.control.dma_cycles``) and the RTL bench's AXI4 RAM (``sim/host_player.py``)
+    #: answers with it
+    dram_latency: int = 8
 
     # --- zero skipping (TensorDash, seed 001; the scheduler block, not yet in the datapath) ----
     #: rows of the zero-skipping staging buffer (2 .. 8; seed 001's preferred point: 4)
@@ -162,7 +167,8 @@ class FettaConfig:
         # zero_skip_depth is checked before the lookahead it bounds
         zs_top = self.zero_skip_depth - 1 if isinstance(self.zero_skip_depth, int) else 1
         for name, low, top in (("mul_latency", 1, MAX_MUL_LATENCY), ("add_latency", 1, MAX_ADD_LATENCY),
-                               ("dma_burst", 1, 256), ("dma_outstanding", 1, 16), ("zero_skip_depth", 2, 8),
+                               ("dma_burst", 1, 256), ("dma_outstanding", 1, 16), ("dram_latency", 1, 256),
+                               ("zero_skip_depth", 2, 8),
                                ("zero_skip_lookahead", 1, max(1, zs_top))):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:

@@ -21,15 +21,56 @@ a time) until
 A GEMM's drain ends in the cycle of its last write, so the instruction that waits for it acts in
 the next cycle. LOAD / STORE / VEC run to their end before the next FETCH. The run's cycle count
 ends with the CHECK that halts it.
+
+A DMA load / store hands its descriptor to the DMA engine in its CHECK (the next FETCH follows at
+once) and the engine is busy for :func:`dma_cycles` cycles from the next cycle on; DMA instructions
+do not wait for GEMMs, nor GEMMs for them. A DMA instruction (load, store or wait), HALT and an
+instruction that fails its checks (the run ends) act no earlier than the cycle the engine is idle
+again (its ``done`` cycle), as well as by the rules above.
 """
 
 from __future__ import annotations
 
-from gen.design.isa import (CE_MODE, OVERHEAD, START_CYCLES, Flag, Geometry, Instr, Opcode, exec_cycles, groups,
-                            out_max, read_max, stationary, tile_period, transposed, vec_delay)
+from gen.design.isa import (CE_MODE, OVERHEAD, START_CYCLES, DmaMode, Flag, Geometry, Instr, Opcode, exec_cycles,
+                            groups, out_max, read_max, stationary, tile_period, transposed, vec_delay)
 
 __all__ = ["issue_cycles", "overlaps", "Clock", "repeat_cycles", "os_issue_cycles", "stationary_issue_cycles",
-           "os_drain_guard"]
+           "os_drain_guard", "dma_bursts", "dma_cycles"]
+
+
+def dma_bursts(dram: int, beats: int, geo: Geometry) -> list[int]:
+    """The beats of each AXI4 burst :class:`hdl.dma.AxiDma` cuts a transfer into: at most
+    ``dma_burst``, never across a 4 KiB boundary."""
+    out, left = [], beats
+    while left:
+        n = min(geo.dma_burst, left, (4096 - dram % 4096) // geo.dma_bytes)
+        out.append(n)
+        dram, left = dram + n * geo.dma_bytes, left - n
+    return out
+
+
+def dma_cycles(ins: Instr, geo: Geometry) -> int:
+    """Cycles the DMA engine is busy with a DMA load / store (from the cycle after its CHECK to its
+    ``done`` cycle, in which the next DMA instruction may act), on an AXI4 subordinate that is always
+    ready, answers a read burst ``dram_latency`` (``L``) cycles after its AR handshake (the bursts'
+    beats in order, back to back) and a write burst with B the cycle after its last W beat.
+
+    The engine issues burst ``i`` (AR / AW the next cycle) one cycle after burst ``i - 1`` and one
+    cycle after burst ``i - outstanding`` completed (its last R beat; its B response). Load: R beats
+    of burst ``i`` from ``max(AR_i + L, end of burst i - 1 + 1)``; done two cycles after the last.
+    Store: W beats of burst ``i`` from ``max(AW_i + 1, end of burst i - 1 + 1)`` (the read-ahead FIFO
+    holds the first beat from cycle 2 and keeps up); done three cycles after the last. Without gaps
+    (``L`` small against ``outstanding * burst``) a load of ``n`` beats is ``n + L + 2`` cycles, a
+    store ``n + 4`` (``hdl/dma.py``)."""
+    store = ins.mode == DmaMode.STORE
+    O, L = geo.dma_outstanding, geo.dram_latency
+    issue, done, end = [], [], 1 if store else 0      # end: the cycle of the last beat so far
+    for i, n in enumerate(dma_bursts(ins.a_sel, ins.K, geo)):
+        t = max(issue[-1] + 1 if issue else 0, done[i - O] + 1 if i >= O else 0)
+        issue.append(t)
+        end = max(t + 1 + (1 if store else L), end + 1) + n - 1
+        done.append(end + 1 if store else end)
+    return end + (3 if store else 2)
 
 
 def issue_cycles(ins: Instr, geo: Geometry) -> int:
@@ -106,15 +147,19 @@ class Clock:
         self._issued = 0                 # the last cycle of the last GEMM's issue
         self._guard = 0                  # OS: the earliest end of a next GEMM's first tile of depth 1
         self._flight: list[tuple[int, Instr]] = []    # the last two GEMMs started: (last-write cycle, word)
+        self.dma_idle = 0                # the first cycle the DMA engine is idle again (its done cycle)
 
     def act(self, ins: Instr | None) -> int:
         need = [self.fetch + OVERHEAD - 1]
         gemm = ins is not None and ins.opcode == Opcode.GEMM
+        dma = ins is not None and ins.opcode == Opcode.DMA
+        if ins is None or dma or ins.opcode == Opcode.HALT:
+            need.append(self.dma_idle)
         if gemm and self._flight and overlaps(self._flight[-1][1], ins, self.geo):
             need += [self._issued, self._guard - self.geo.add_latency * (ins.K - 1)]
             if len(self._flight) > 1:
                 need.append(self._flight[-2][0] + 1)
-        elif self._flight:
+        elif self._flight and not dma:
             need.append(self._flight[-1][0] + 1)
         c = max(need)
         if ins is None or ins.opcode == Opcode.HALT:
@@ -125,5 +170,7 @@ class Clock:
             self._guard = 0 if stationary(ins.mode) else c + os_drain_guard(ins, self.geo)
             self.fetch = c + 1
         else:
+            if dma and ins.mode != DmaMode.WAIT:
+                self.dma_idle = c + 1 + dma_cycles(ins, self.geo)
             self.fetch = c + exec_cycles(ins, self.geo) + 1
         return c

@@ -12,7 +12,8 @@ Opcodes
 contraction), ``LOAD`` (unified memory -> accumulation unit, widened) and
 ``STORE`` (accumulation unit -> unified memory, rounded to bfloat16 RNE) and
 ``VEC`` (elementwise ADD / AXPY / SCALE / RELU / MUL / MAX / EXP / RECIP / RSQRT on the vector
-unit, :mod:`hdl.vector`).
+unit, :mod:`hdl.vector`) and ``DMA`` (DRAM <-> the unified-memory half the run does not use, through
+the DMA engine :mod:`hdl.dma`, concurrently with the instructions that follow; see :func:`dma_load`).
 
 GEMM (output-stationary dataflow ``OS``): the active CEs form a grid
 ``gm x gn x gk`` (``c = (im * gn + in_) * gk + ik``); for every tile ``(l1, l0)``
@@ -61,6 +62,9 @@ SCALAR_BITS = 16
 HOST_ADDR_BITS = 32
 #: bits of the accelerator's run cycle counter (the ``cycles`` status output)
 CYCLE_BITS = 32
+#: bits of a DRAM byte address (the AXI4 address of the DMA engine, :mod:`hdl.dma`); a ``DMA``
+#: instruction carries it in the low bits of its ``a_sel`` field
+DRAM_ADDR_BITS = 32
 
 
 class Opcode(enum.IntEnum):
@@ -72,6 +76,19 @@ class Opcode(enum.IntEnum):
     STORE = 5
     #: elementwise vector operation (``VecOp`` in ``mode``), see :func:`vec`
     VEC = 6
+    #: DRAM transfer by the DMA engine (``DmaMode`` in ``mode``), see :func:`dma_load`
+    DMA = 7
+
+
+class DmaMode(enum.IntEnum):
+    """The ``mode`` field of a ``DMA`` instruction."""
+
+    #: DRAM -> unified memory (the half the run does not use)
+    LOAD = 0
+    #: unified memory (the half the run does not use) -> DRAM
+    STORE = 1
+    #: wait until the DMA engine is idle (the transfers started before are complete)
+    WAIT = 2
 
 
 class Dataflow(enum.IntEnum):
@@ -206,6 +223,7 @@ _FIELDS.append(("scalar", SCALAR_BITS))
 # (:class:`Transpose` bits, see :func:`transposed_rows` and :func:`transposed_groups`)
 _FIELDS.append(("tr", 3))
 # LOAD / STORE reuse: src = a_base / a_sk (stride per row), dst = o_base / o_sk, count = K chunks
+# DMA reuses: K = beats, a_base = first unified row (of the other half), a_sel = DRAM byte address
 LAYOUT: dict[str, tuple[int, int]] = {}
 _pos = 0
 for _name, _bits in _FIELDS:
@@ -381,6 +399,25 @@ def _red_word(ports: int, ces: int, gk: int) -> int:
         return 0
 
 
+def dma_load(*, dram: int, row: int, beats: int) -> Instr:
+    """DMA ``beats`` beats of ``dma_data_bits`` (:attr:`Geometry.dma_rows` rows each) from the DRAM byte
+    address ``dram`` to the unified rows from ``row`` on of the half the run does not use. The
+    instruction only starts the transfer: the ones after it run meanwhile; ``dma_wait()`` waits for it
+    (``docs/accelerator.md``, "DMA instructions")."""
+    return Instr(opcode=Opcode.DMA, mode=DmaMode.LOAD, K=beats, a_base=row, a_sel=dram)
+
+
+def dma_store(*, row: int, dram: int, beats: int) -> Instr:
+    """DMA ``beats`` beats from the unified rows from ``row`` on of the half the run does not use to
+    the DRAM byte address ``dram`` (as :func:`dma_load`)."""
+    return Instr(opcode=Opcode.DMA, mode=DmaMode.STORE, K=beats, a_base=row, a_sel=dram)
+
+
+def dma_wait() -> Instr:
+    """Wait until the DMA engine is idle: every DMA load / store before it is complete."""
+    return Instr(opcode=Opcode.DMA, mode=DmaMode.WAIT)
+
+
 def load(*, src: int, dst: int, chunks: int, src_stride: int = 1, dst_stride: int = 1) -> Instr:
     """``chunks * banks`` rows, unified ``src + i*src_stride`` -> accumulation ``dst + i*dst_stride``."""
     return Instr(opcode=Opcode.LOAD, K=chunks, a_base=src, a_sk=src_stride, o_base=dst, o_sk=dst_stride)
@@ -456,15 +493,42 @@ class Geometry:
     mul_latency: int = 1
     #: cycles of every FP32 adder of the PE and the reduction network (``FettaConfig.add_latency``)
     add_latency: int = 1
+    #: unified rows per DMA beat (:func:`dma_beat_bits`; 0: the DMA engine cannot be built, DMA
+    #: loads / stores are BAD_SHAPE)
+    dma_rows: int = 0
+    #: bytes per DMA beat
+    dma_bytes: int = 0
+    #: longest AXI4 burst of the DMA engine (``FettaConfig.dma_burst``)
+    dma_burst: int = 16
+    #: AXI4 bursts in flight (``FettaConfig.dma_outstanding``)
+    dma_outstanding: int = 4
+    #: the DRAM's read latency (``FettaConfig.dram_latency``)
+    dram_latency: int = 8
 
     @classmethod
     def of(cls, config: FettaConfig) -> "Geometry":
         half = config.unified_rows_per_bank // 2
+        beat = dma_beat_bits(config)
         return cls(banks=config.banks, lanes=config.lanes, ces=config.num_ces, ce_rows=config.ce_rows,
                    ce_cols=config.ce_cols, unified_half_rows=half * config.banks,
                    accum_rows=config.accum_rows_per_bank * config.banks, imem_depth=config.imem_depth,
                    ports=config.net_ports, vec_rows=vector_rows(config), mul_latency=config.mul_latency,
-                   add_latency=config.add_latency)
+                   add_latency=config.add_latency, dma_rows=beat // (config.lanes * config.elem_bits),
+                   dma_bytes=beat // 8, dma_burst=config.dma_burst, dma_outstanding=config.dma_outstanding,
+                   dram_latency=config.dram_latency)
+
+
+def dma_beat_bits(config: FettaConfig) -> int:
+    """Data bits of the accelerator's DMA beat: ``dma_data_bits``, at most one row per bank
+    (``banks * lanes * elem_bits``: a beat's rows are written or read in one cycle); 0 unless it is a
+    power of two of at least 8 bits and a power-of-two multiple of a row (then the accelerator
+    cannot be built: :class:`hdl.top.Fetta` raises ConfigError)."""
+    row = config.lanes * config.elem_bits
+    beat = min(config.dma_data_bits, config.banks * row)
+    q, r = divmod(beat, row)
+    if r or q < 1 or q & (q - 1) or beat < 8 or beat & (beat - 1):
+        return 0
+    return beat
 
 
 def vector_rows(config: FettaConfig) -> int:
@@ -653,6 +717,8 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
         return ErrorCode.NONE
     if op == Opcode.VEC:
         return _check_vec(ins, geo)
+    if op == Opcode.DMA:
+        return _check_dma(ins, geo)
     # LOAD / STORE: chunk c moves rows c*banks + j, j = 0..banks-1, in one cycle
     if ins.K == 0:
         return ErrorCode.BAD_SHAPE
@@ -667,6 +733,26 @@ def check(ins: Instr, geo: Geometry) -> ErrorCode:
     if _conflict([j * ins.a_sk for j in range(geo.banks)], geo.banks, writes=write_unified) or \
             _conflict([j * ins.o_sk for j in range(geo.banks)], geo.banks, writes=not write_unified):
         return ErrorCode.BANK_CONFLICT
+    return ErrorCode.NONE
+
+
+def _check_dma(ins: Instr, geo: Geometry) -> ErrorCode:
+    """DMA: ``mode`` a :class:`DmaMode`; a load / store moves ``K >= 1`` beats, its DRAM byte address
+    ``a_sel`` a multiple of the beat (``dma_bytes``) whose transfer ends within the
+    :data:`DRAM_ADDR_BITS` address space, its first row ``a_base`` a multiple of ``dma_rows`` (a beat's
+    rows then sit in consecutive banks from a multiple of ``dma_rows``): else ``BAD_SHAPE``; its last
+    row within the half: else ``UNIFIED_RANGE``. The half is always the one the run does not use, so
+    the transfer never touches the rows the run's other instructions read or write."""
+    if ins.mode > max(DmaMode):
+        return ErrorCode.BAD_SHAPE
+    if ins.mode == DmaMode.WAIT:
+        return ErrorCode.NONE
+    R, nb = geo.dma_rows, geo.dma_bytes
+    if (R == 0 or ins.K == 0 or ins.a_sel % nb or ins.a_base % R
+            or ins.a_sel + ins.K * nb > (1 << DRAM_ADDR_BITS)):
+        return ErrorCode.BAD_SHAPE
+    if ins.a_base + ins.K * R - 1 >= geo.unified_half_rows:
+        return ErrorCode.UNIFIED_RANGE
     return ErrorCode.NONE
 
 
@@ -772,7 +858,8 @@ def gemm_latency(geo: Geometry) -> int:
 
 
 def exec_cycles(ins: Instr, geo: Geometry) -> int:
-    """Cycles after CHECK (HALT: 0; the start costs one more cycle, see :func:`program_cycles`)."""
+    """Cycles after CHECK (HALT: 0; the start costs one more cycle, see :func:`program_cycles`). A DMA
+    instruction is done with CHECK (0): its transfer runs on, :func:`gen.design.control.dma_cycles`."""
     op = ins.opcode
     if op == Opcode.GEMM:
         return (groups(ins, geo) - 1) * tile_period(ins, geo) + last_issue(ins, geo) + 1 + gemm_latency(geo)
@@ -789,7 +876,8 @@ def gemm_macs(ins: Instr, geo: Geometry) -> int:
 
 
 __all__ = ["INSTR_BITS", "ADDR_BITS", "STRIDE_BITS", "BOUND_BITS", "LOG_GRID_BITS", "SCALAR_BITS", "HOST_ADDR_BITS",
-           "CYCLE_BITS", "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "Instr", "IsaError", "decode", "nop",
+           "CYCLE_BITS", "DRAM_ADDR_BITS", "DmaMode", "dma_load", "dma_store", "dma_wait", "dma_beat_bits",
+           "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "Instr", "IsaError", "decode", "nop",
            "halt", "sync", "gemm", "vec", "VEC_OPS", "vec_tail", "vector_rows", "with_routes", "route_ok",
            "stationary", "horizontal", "CE_MODE", "CEMode", "VecOp", "BF16_ONE", "out_rows", "loads", "vec_delay",
            "last_issue", "gemm_latency", "interleave", "groups", "ce_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check",
