@@ -20,6 +20,7 @@ from gen.errors import ConfigError
 from sim import bf16 as fp
 from sim.emulator import DramRangeError, Emulator
 from tests.test_dma import run_descriptors
+from tests.test_system import emulate_jobs
 
 #: the small configuration of tests/test_system.py with a 128-bit DMA (2 rows per beat), bursts of 4,
 #: 2 in flight and a read latency that makes the engine wait for bursts (gaps between them)
@@ -163,25 +164,6 @@ def dma_jobs(cfg, seed: int = 0):
     return jobs, dram
 
 
-def emulate(cfg, jobs, dram):
-    emu = Emulator(cfg)
-    emu.dram[:len(dram)] = dram
-    out = {}
-    for j, job in enumerate(jobs):
-        p = f"j{j}_"
-        for half, addr, rows in job.get("uwrites", []):
-            emu.unified[half, addr:addr + len(rows)] = rows
-        emu.load_program(job["prog"])
-        r = emu.run(job.get("half", 0))
-        out[p + "cycles"], out[p + "error"], out[p + "pc"] = r.cycles, int(r.error), r.pc
-        ur = [emu.unified[h, a:a + n] for h, a, n in job.get("ureads", [])]
-        out[p + "urd"] = np.concatenate(ur) if ur else np.zeros((0, cfg.lanes), np.uint64)
-        ar = [emu.accum[a:a + n] for a, n in job.get("areads", [])]
-        out[p + "ard"] = np.concatenate(ar) if ar else np.zeros((0, cfg.lanes), np.uint64)
-    out["dram"] = emu.dram
-    return out
-
-
 def compare(cfg, sim):
     from sim.rtl import run_jobs_rtl
     from sim import toolchain
@@ -189,7 +171,7 @@ def compare(cfg, sim):
     if not toolchain.available(sim):
         pytest.skip(f"{sim} not available")
     jobs, dram = dma_jobs(cfg)
-    want = emulate(cfg, jobs, dram)
+    want = emulate_jobs(cfg, jobs, dram)
     got, _ = run_jobs_rtl(cfg, jobs, sim, dram=dram)
     for j in range(len(jobs)):
         p = f"j{j}_"
@@ -223,7 +205,7 @@ def test_dma_instructions_match_emulator_verilator():
     prog2 = [w.encode() for w in (dma_store(row=0, dram=1 << 16, beats=n), dma_wait(), halt())]
     dram = np.random.default_rng(3).integers(0, 256, 1 << 16, dtype=np.uint8)
     got, _ = run_jobs_rtl(cfg, [{"half": 1, "prog": prog}, {"half": 1, "prog": prog2}], "verilator", dram=dram)
-    want = emulate(cfg, [{"half": 1, "prog": prog}, {"half": 1, "prog": prog2}], dram)
+    want = emulate_jobs(cfg, [{"half": 1, "prog": prog}, {"half": 1, "prog": prog2}], dram)
     for j in range(2):
         assert int(got[f"j{j}_cycles"]) == int(want[f"j{j}_cycles"])
         assert n / int(got[f"j{j}_cycles"]) >= 0.90

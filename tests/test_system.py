@@ -33,8 +33,12 @@ ONE_CYCLE = SMALL.replace(mul_latency=1, add_latency=1)
 PIPELINED = SMALL.replace(mul_latency=2, add_latency=3)
 
 
-def emulate_jobs(config, jobs):
+def emulate_jobs(config, jobs, dram=None):
+    """The emulator's outputs for ``jobs`` as :func:`sim.rtl.run_jobs_rtl` gives the RTL's (``dram``:
+    the DRAM's first bytes before the jobs; then ``out["dram"]`` is the DRAM after them)."""
     emu = Emulator(config)
+    if dram is not None:
+        emu.dram[:len(dram)] = dram
     out = {}
     for j, job in enumerate(jobs):
         p = f"j{j}_"
@@ -50,6 +54,8 @@ def emulate_jobs(config, jobs):
         out[p + "urd"] = np.concatenate(ur) if ur else np.zeros((0, config.lanes), np.uint64)
         ar = [emu.accum[a:a + n] for a, n in job.get("areads", [])]
         out[p + "ard"] = np.concatenate(ar) if ar else np.zeros((0, config.lanes), np.uint64)
+    if dram is not None:
+        out["dram"] = emu.dram
     return out
 
 

@@ -139,18 +139,25 @@ class _Rows(Emit):
 
 
 @dataclass(frozen=True)
-class _Spec:
-    """An operation's regions: unified ``full`` (``C H`` rows: inputs and kept tensors; ``outputs``
-    maps each output to the region it overwrites), ``block`` (``P``), ``stat`` (``H``); accumulation
-    ``ablock`` (``P``) and ``astat`` (``H``)."""
+class _Regions:
+    """The regions of a row-wise operation, by name: unified ``full`` (``C H`` rows a piece: inputs
+    and kept tensors), ``block`` (``P``), ``stat`` (``H``); accumulation ``ablock`` (``P``) and ``astat``
+    (``H``)."""
 
-    inputs: tuple[str, ...]
-    outputs: dict[str, str]
     full: tuple[str, ...]
     block: tuple[str, ...]
     stat: tuple[str, ...]
     ablock: tuple[str, ...]
     astat: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Spec(_Regions):
+    """A row-wise operation with every column of a piece in one half: ``inputs``, ``outputs`` (each
+    output -> the ``full`` region it overwrites), ``emit`` (the program of a piece)."""
+
+    inputs: tuple[str, ...]
+    outputs: dict[str, str]
     emit: Callable
 
 
@@ -220,10 +227,12 @@ def _softmax_bwd(e: _Rows, u: dict, a: dict, scale: float) -> None:
 
 
 _SPECS = {
-    "softmax": _Spec(("s",), {"out": "s"}, ("s", "eh", "el"), ("h", "l", "t", "mb", "fhb", "flb"),
-                     ("st", "th", "tl", "rh", "qc", "fh", "fl"), ("part", "a", "b"), ("r", "q"), _softmax),
-    "softmax_bwd": _Spec(("p", "dp"), {"out": "qh"}, ("p", "dp", "qh", "ql"), ("h", "l", "sb0", "sb1"),
-                         ("s0", "s1"), ("part", "a", "b"), (), _softmax_bwd),
+    "softmax": _Spec(full=("s", "eh", "el"), block=("h", "l", "t", "mb", "fhb", "flb"),
+                     stat=("st", "th", "tl", "rh", "qc", "fh", "fl"), ablock=("part", "a", "b"), astat=("r", "q"),
+                     inputs=("s",), outputs={"out": "s"}, emit=_softmax),
+    "softmax_bwd": _Spec(full=("p", "dp", "qh", "ql"), block=("h", "l", "sb0", "sb1"), stat=("s0", "s1"),
+                         ablock=("part", "a", "b"), astat=(), inputs=("p", "dp"), outputs={"out": "qh"},
+                         emit=_softmax_bwd),
 }
 
 
@@ -287,27 +296,22 @@ def compile_rows(op: str, shape, config: FettaConfig, *, scale: float = 1.0, ter
 
 # --- layer norm: two passes over the columns -----------------------------------------------------
 @dataclass(frozen=True)
-class _TwoPass:
+class _TwoPass(_Regions):
     """A row-wise operation in two passes over the columns (a run may hold part of them): ``pass1``
     reduces block after block into the accumulation unit, ``stats`` (once, after the last block)
     turns the sums into per-row FP32 statistics and keeps them as bfloat16 parts in the
     accumulation unit, ``prologue`` (every run of the second pass) broadcasts the parts on its half,
     ``pass2`` computes each block's result in place of its inputs.
 
-    ``full``: column regions (inputs; ``outputs`` maps each output to the region it overwrites);
-    ``in1`` / ``in2``: the inputs each pass reads; ``stat_in`` / ``stat_out``: per-row tensors
-    (:attr:`VecProgram.stats`) and their ``stat`` regions."""
+    ``in1`` / ``in2``: the ``full`` inputs each pass reads; ``outputs``: each output -> the region it
+    overwrites; ``stat_in`` / ``stat_out``: per-row tensors (:attr:`VecProgram.stats`) in ``stat``
+    regions of the same names."""
 
-    full: tuple[str, ...]
     in1: tuple[str, ...]
     in2: tuple[str, ...]
     outputs: dict[str, str]
     stat_in: tuple[str, ...]
     stat_out: tuple[str, ...]
-    block: tuple[str, ...]
-    stat: tuple[str, ...]
-    ablock: tuple[str, ...]
-    astat: tuple[str, ...]
     pass1: Callable
     stats: Callable
     prologue: Callable
@@ -358,12 +362,17 @@ def _value(e: _Rows, acc: int, u, b: int, hi: str, lo: str) -> None:
         e.vec(VecOp.ADD, acc, e.blk(u[name], b), e.P)
 
 
-def _ln_pass1(e: _Rows, u, a, b: int, first: bool) -> None:
-    for i, name in enumerate(("xh", "xl", *u["_terms"])):      # sum x (every part exact)
+def _sum_parts(e: _Rows, acc: int, u, b: int, hi: str, lo: str, first: bool) -> None:
+    """``acc`` (the partial sums) += every part of block ``b`` of ``hi + lo + x0 + ..``, each exactly."""
+    for i, name in enumerate((hi, lo, *u["_terms"])):
         if i == 0:
-            _sum_first(e, a["p1"], e.blk(u[name], b), first)
+            _sum_first(e, acc, e.blk(u[name], b), first)
         else:
-            e.vec(VecOp.ADD, a["p1"], e.blk(u[name], b), e.P)
+            e.vec(VecOp.ADD, acc, e.blk(u[name], b), e.P)
+
+
+def _ln_pass1(e: _Rows, u, a, b: int, first: bool) -> None:
+    _sum_parts(e, a["p1"], u, b, "xh", "xl", first)             # sum x
     _value(e, a["a"], u, b, "xh", "xl")
     if u["_terms"]:
         e.store(u["t"], a["a"], e.P)                            # bf16(x)
@@ -429,11 +438,7 @@ def _pair_in(e: _Rows, acc: int, hi: int, rows: int) -> None:
 
 
 def _lnb_pass1(e: _Rows, u, a, b: int, first: bool) -> None:
-    for i, name in enumerate(("dyh", "dyl", *u["_terms"])):    # sum dy (every part exact)
-        if i == 0:
-            _sum_first(e, a["p1"], e.blk(u[name], b), first)
-        else:
-            e.vec(VecOp.ADD, a["p1"], e.blk(u[name], b), e.P)
+    _sum_parts(e, a["p1"], u, b, "dyh", "dyl", first)           # sum dy
     if u["_terms"]:
         _value(e, a["b"], u, b, "dyh", "dyl")
         e.store(u["t"], a["b"], e.P)                            # bf16(dy)
@@ -493,15 +498,18 @@ def _two_pass(op: str, k: int) -> _TwoPass:
     never goes to DRAM."""
     t = _terms(k)
     if op == "layer_norm":
-        return _TwoPass(("xh", "xl") + t, ("xh", "xl") + t, ("xh", "xl") + t, {"yh": "xh", "yl": "xl"}, (),
-                        ("rsh", "rsl"), ("h", "l", "t", "mb", "mb+", "rb", "rb+"),
-                        ("s0", "s1", "s2", "mh", "ml", "rsh", "rsl"), ("p1", "p2", "a", "b"),
-                        ("m", "v", "q", "r", "km", "km+", "kr", "kr+"), _ln_pass1, _ln_stats, _ln_prologue, _ln_pass2)
+        x = ("xh", "xl") + t
+        return _TwoPass(full=x, block=("h", "l", "t", "mb", "mb+", "rb", "rb+"),
+                        stat=("s0", "s1", "s2", "mh", "ml", "rsh", "rsl"), ablock=("p1", "p2", "a", "b"),
+                        astat=("m", "v", "q", "r", "km", "km+", "kr", "kr+"), in1=x, in2=x,
+                        outputs={"yh": "xh", "yl": "xl"}, stat_in=(), stat_out=("rsh", "rsl"),
+                        pass1=_ln_pass1, stats=_ln_stats, prologue=_ln_prologue, pass2=_ln_pass2)
     io = ("yh", "yl", "dyh", "dyl") + t
-    return _TwoPass(io, io, io, {"dxh": "dyh", "dxl": "dyl"}, ("rsh", "rsl"), (),
-                    ("h", "l", "t", "rb", "rb+", "c1b", "c1b+", "c2b", "c2b+"), ("s0", "s1", "s2", "rsh", "rsl"),
-                    ("p1", "p2", "a", "b"), ("m", "v", "q", "r", "c1", "c2", "kr", "kr+", "k1", "k1+", "k2", "k2+"),
-                    _lnb_pass1, _lnb_stats, _lnb_prologue, _lnb_pass2)
+    return _TwoPass(full=io, block=("h", "l", "t", "rb", "rb+", "c1b", "c1b+", "c2b", "c2b+"),
+                    stat=("s0", "s1", "s2", "rsh", "rsl"), ablock=("p1", "p2", "a", "b"),
+                    astat=("m", "v", "q", "r", "c1", "c2", "kr", "kr+", "k1", "k1+", "k2", "k2+"), in1=io, in2=io,
+                    outputs={"dxh": "dyh", "dxl": "dyl"}, stat_in=("rsh", "rsl"), stat_out=(),
+                    pass1=_lnb_pass1, stats=_lnb_stats, prologue=_lnb_prologue, pass2=_lnb_pass2)
 
 
 #: the operations that run in two passes over the columns

@@ -265,13 +265,12 @@ def _gelu_bwd(e: Emit, n: int, u: dict[str, int], a: dict[str, int]) -> None:
 @dataclass(frozen=True)
 class _Recipe:
     """An operation: its bfloat16 and FP32 inputs, output (``out``: unified; ``y``: the accumulation
-    rows of ``y``), scratch regions and the emitter of one piece."""
+    rows of ``y``), scratch regions (unified, accumulation) and the emitter of one piece."""
 
     u_in: tuple[str, ...]
     a_in: tuple[str, ...]
     out: str
-    u_scratch: int
-    a_scratch: int
+    scratch: tuple[int, int]
     emit: Callable
 
 
@@ -279,13 +278,13 @@ def _add(k: int) -> _Recipe:
     def emit(e: Emit, n, u, a):
         for i in range(k):
             e.vec(VecOp.ADD, a["y"], u[f"x{i}"], n)
-    return _Recipe(tuple(f"x{i}" for i in range(k)), ("y",), "y", 0, 0, emit)
+    return _Recipe(tuple(f"x{i}" for i in range(k)), ("y",), "y", (0, 0), emit)
 
 
 def _sgd(lr: float) -> _Recipe:
     def emit(e: Emit, n, u, a):
         e.vec(VecOp.AXPY, a["y"], u["x"], n, scalar=-lr)
-    return _Recipe(("x",), ("y",), "y", 0, 0, emit)
+    return _Recipe(("x",), ("y",), "y", (0, 0), emit)
 
 
 #: the elementwise operations (``add`` takes ``y`` and ``x0 .. x{k-1}``; ``sgd``: ``y``, ``x``)
@@ -299,9 +298,9 @@ def _recipe(op: str, terms: int, lr: float) -> _Recipe:
     if op == "sgd":
         return _sgd(lr)
     if op == "gelu":
-        return _Recipe(("x",), (), "out", 2, 2, _gelu)
+        return _Recipe(("x",), (), "out", (2, 2), _gelu)
     if op == "gelu_bwd":
-        return _Recipe(("x", "dy"), (), "out", 3, 3, _gelu_bwd)
+        return _Recipe(("x", "dy"), (), "out", (3, 3), _gelu_bwd)
     raise CompileError(f"unknown vector operation {op!r} (known: {', '.join(OPS)})", field="op")
 
 
@@ -326,8 +325,9 @@ def compile_vec(op: str, shape, config: FettaConfig, *, terms: int = 1, lr: floa
     rows = ceil_to(-(-n // geo.lanes), unit)
     # unified: the regions of a piece and the ONE row (at the end of the half); accumulation: one
     # set of regions per half, so a piece's transfers may overlap the other half's compute
-    u_regions = len(r.u_in) + r.u_scratch + (r.out == "out")
-    a_regions = len(r.a_in) + r.a_scratch
+    u_scratch, a_scratch = r.scratch
+    u_regions = len(r.u_in) + u_scratch + (r.out == "out")
+    a_regions = len(r.a_in) + a_scratch
     cap = min(piece_rows, (geo.unified_half_rows - unit) // u_regions,
               geo.accum_rows // (2 * a_regions) if a_regions else piece_rows) // unit * unit
     if cap < unit:
@@ -338,10 +338,10 @@ def compile_vec(op: str, shape, config: FettaConfig, *, terms: int = 1, lr: floa
     for p, first in enumerate(range(0, rows, cap)):
         size = min(cap, rows - first)
         half = p % 2
-        names = list(r.u_in) + [f"_u{i + 1}" for i in range(r.u_scratch)] + (["out"] if r.out == "out" else [])
+        names = list(r.u_in) + [f"_u{i + 1}" for i in range(u_scratch)] + (["out"] if r.out == "out" else [])
         u = {name: i * cap for i, name in enumerate(names)}
         a_base = half * (geo.accum_rows // 2)
-        a = {name: a_base + i * cap for i, name in enumerate(list(r.a_in) + [f"_a{i}" for i in range(r.a_scratch)])}
+        a = {name: a_base + i * cap for i, name in enumerate(list(r.a_in) + [f"_a{i}" for i in range(a_scratch)])}
         e = Emit(geo, one)
         r.emit(e, size, u, a)
         ops += lane_ops(e.ins, geo)
