@@ -180,6 +180,8 @@ def test_pieces_agree_with_one_piece():
     x = (np.random.default_rng(5).standard_normal((40, 24)) + 0.5).astype(np.float32)
     prog = compile_rows("layer_norm", (40, 24), SMALL)
     assert len({r.first for r in prog.runs}) == 2 and len({r.c0 for r in prog.runs}) > 1
+    # few rows: columns folded into a column's 16 rows (the tiny model's 8 x 64 by 8, the ATIS model's 32 x 768 by 2)
+    assert compile_rows("layer_norm", (8, 64), CFG).fold == 8 and compile_rows("layer_norm", (32, 768), CFG).fold == 2
     assert len(compile_rows("layer_norm", (40, 24), CFG).runs) == 1
     small, xh, xl = _layer_norm((40, 24), x, SMALL)
     big, _, _ = _layer_norm((40, 24), x)

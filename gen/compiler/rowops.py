@@ -13,6 +13,12 @@ columns (``P = k H`` rows, ``k`` a power of two dividing ``C``):
 * a per-row **statistic** (``H`` rows, FP32) is split the same way and **broadcast** to ``P`` rows
   by doubling copies (``SCALE`` by 1, exact), so every block reads it with stride 1.
 
+**Folding.** An operand with fewer rows than the chunk (layer norm's 32 rows are 8 row blocks of a
+16-row chunk) folds ``f`` groups of its columns into one column's rows (group ``g`` in rows ``g H / f``
+on; :attr:`VecProgram.fold`): elementwise work covers the chunk with no padding, and after each
+reduction a butterfly of ``log2 f`` steps combines the groups' partial sums (as pairs) and leaves the
+total in every group (:meth:`_Rows.allreduce`), so the statistics broadcast as before.
+
 **Pieces.** Row pieces (``H`` rows a column, a multiple of the vector unit's chunk) alternate between
 the ping-pong halves. Softmax keeps all ``C`` columns of a piece in one half. Layer norm runs in two
 passes over *column pieces* when its columns do not fit one half (``C = 768`` with its scratch
@@ -82,9 +88,9 @@ def _pair(value: float) -> tuple[float, float]:
 class _Rows(Emit):
     """:class:`Emit` over a piece of ``C`` columns of ``H`` rows, in blocks of ``k`` columns."""
 
-    def __init__(self, geo: Geometry, one: int, C: int, H: int, k: int):
+    def __init__(self, geo: Geometry, one: int, C: int, H: int, k: int, fold: int = 1):
         super().__init__(geo, one)
-        self.C, self.H, self.k, self.P = C, H, k, k * H
+        self.C, self.H, self.k, self.P, self.fold = C, H, k, k * H, fold
         self.nb = C // k
 
     def blk(self, base: int, b: int) -> int:
@@ -116,6 +122,28 @@ class _Rows(Emit):
                 self.vec(VecOp.ADD, part, hi, rows)
                 self.vec(VecOp.ADD, part, lo, rows)
             n = h
+
+    def allreduce(self, acc: int, u: dict, scratch: int, op: VecOp) -> None:
+        """Folded columns (:attr:`VecProgram.fold`): ``acc[0:H)`` (one FP32 row per row of the folded
+        column) becomes the reduction by ``op`` over the ``fold`` groups, in every group: a butterfly
+        of ``log2 fold`` steps, each adding the rows ``d`` further on (cyclically; ``d = H / 2 .. H /
+        fold``) as a pair (exact for MAX). The shifted rows come from two copies in a row at ``u["ft"]``
+        / ``u["ftl"]`` (``3 H`` unified rows each); ``scratch``: ``H`` accumulation rows."""
+        H, d = self.H, self.H // 2
+        while self.fold > 1 and d >= H // self.fold:
+            t, tl = u["ft"] + d, u["ftl"] + d
+            if op == VecOp.MAX:
+                self.store(t, acc, H)
+                self.store(t + H, acc, H)
+                self.vec(VecOp.MAX, acc, t + d, H)
+            else:
+                self.split(acc, t, tl, H)
+                for x in (t, tl):
+                    self.vec(VecOp.SCALE, scratch, x, H, wb=x + H)
+                self.load(acc, t, H)
+                for x in (tl, t + d, tl + d):
+                    self.vec(VecOp.ADD, acc, x, H)
+            d //= 2
 
     def bcast(self, dst: int, src: int, scratch: int) -> None:
         """Unified rows ``dst[0:P)`` = ``k`` copies of the ``H`` rows at ``src`` (``scratch``: ``P / 2``
@@ -166,6 +194,7 @@ def _softmax(e: _Rows, u: dict, a: dict, scale: float) -> None:
     P, H = e.P, e.H
     A, B, part = a["a"], a["b"], a["part"]
     e.reduce(part, u["h"], u["l"], lambda b: (e.blk(u["s"], b),), VecOp.MAX)
+    e.allreduce(part, u, A, VecOp.MAX)
     e.store(u["st"], part, H)                                   # max (exact)
     e.bcast(u["mb"], u["st"], A)
     for b in range(e.nb):
@@ -185,6 +214,7 @@ def _softmax(e: _Rows, u: dict, a: dict, scale: float) -> None:
         e.vec(VecOp.AXPY, A, u["t"], P, scalar=0.5)             # e = exp(h) (1 + l + l^2 / 2)
         e.split(A, e.blk(u["eh"], b), e.blk(u["el"], b), P)
     e.reduce(part, u["h"], u["l"], lambda b: (e.blk(u["eh"], b), e.blk(u["el"], b)), VecOp.ADD)
+    e.allreduce(part, u, A, VecOp.ADD)
     R, Q = a["r"], a["q"]
     e.split(part, u["th"], u["tl"], H)                          # sum = th + tl
     e.vec(VecOp.RECIP, R, u["th"], H)                           # r = 1 / th
@@ -212,6 +242,7 @@ def _softmax_bwd(e: _Rows, u: dict, a: dict, scale: float) -> None:
         e.vec(VecOp.MUL, A, e.blk(u["p"], b), P)                # dp p (exact)
         e.split(A, e.blk(u["qh"], b), e.blk(u["ql"], b), P)
     e.reduce(part, u["h"], u["l"], lambda b: (e.blk(u["qh"], b), e.blk(u["ql"], b)), VecOp.ADD)
+    e.allreduce(part, u, A, VecOp.ADD)
     bparts = [u["sb0"], u["sb1"]]
     e.stat_parts(part, [u["s0"], u["s1"]], bparts, A)
     for b in range(e.nb):
@@ -244,7 +275,7 @@ def _fit(geo: Geometry, spec: _Spec, C: int, blocks: int, unit: int) -> tuple[in
         a_cap = geo.accum_rows // (2 if pieces > 1 else 1)
         for k in ks:
             P = k * H
-            u_rows = len(spec.full) * C * H + len(spec.block) * P + len(spec.stat) * H + unit
+            u_rows = len(spec.full) * C * H + len(spec.block) * P + (len(spec.stat) + 6) * H + unit
             a_rows = len(spec.ablock) * P + len(spec.astat) * H
             if u_rows <= geo.unified_half_rows and a_rows <= a_cap:
                 return H, k
@@ -263,27 +294,24 @@ def compile_rows(op: str, shape, config: FettaConfig, *, scale: float = 1.0, ter
     R = int(np.prod(shape[:-1]))
     if C <= 0 or R <= 0:
         raise CompileError(f"needs a non-empty tensor, got shape {shape}", field="shape")
+    fold = _fold(-(-R // geo.lanes), C, unit)
     if op in _TWO_PASS:
-        return _compile_two_pass(op, _two_pass(op, terms), shape, config, unit, terms)
+        return _compile_two_pass(op, _two_pass(op, terms), shape, config, unit, terms, fold)
     if terms:
         raise CompileError(f"{op} takes no addends", field="terms")
     spec = _SPECS[op]
-    H, k = _fit(geo, spec, C, ceil_to(-(-R // geo.lanes), unit), unit)
-    blocks = ceil_to(-(-R // geo.lanes), H)
+    C //= fold
+    rows = unit if fold > 1 else ceil_to(-(-R // geo.lanes), unit)
+    H, k = _fit(geo, spec, C, rows, unit)
+    blocks = ceil_to(rows, H)
     one = geo.unified_half_rows - unit
     runs: list[VecRun] = []
     ops = 0
     for p, first in enumerate(range(0, blocks, H)):
         half = p % 2
-        u, at = {}, 0
-        for names, rows in ((spec.full, C * H), (spec.block, k * H), (spec.stat, H)):
-            for name in names:
-                u[name], at = at, at + rows
-        a, at = {}, half * (geo.accum_rows // 2) if blocks > H else 0
-        for names, rows in ((spec.ablock, k * H), (spec.astat, H)):
-            for name in names:
-                a[name], at = at, at + rows
-        e = _Rows(geo, one, C, H, k)
+        u = _regions(spec, ((spec.full, C * H), (spec.block, k * H), (spec.stat, H), (_FOLD_SCRATCH, 3 * H)))
+        a = _regions(spec, ((spec.ablock, k * H), (spec.astat, H)), half * (geo.accum_rows // 2) if blocks > H else 0)
+        e = _Rows(geo, one, C, H, k, fold)
         spec.emit(e, u, a, scale)
         ops += lane_ops(e.ins, geo)
         parts = [VecRun(half, first, H, prog) for prog in cut(e.ins, geo.imem_depth)]
@@ -291,7 +319,20 @@ def compile_rows(op: str, shape, config: FettaConfig, *, scale: float = 1.0, ter
         parts[-1].ureads = [(u[region], name) for name, region in spec.outputs.items()]
         runs += parts
     return VecProgram(op, shape, C, blocks, runs, {name: "u" for name in spec.inputs},
-                      {name: "u" for name in spec.outputs}, ops)
+                      {name: "u" for name in spec.outputs}, ops, fold=fold)
+
+
+#: the unified scratch of :meth:`_Rows.allreduce` (``3 H`` rows each)
+_FOLD_SCRATCH = ("ft", "ftl")
+
+
+def _fold(rows: int, C: int, unit: int) -> int:
+    """How many groups of columns a column's ``unit`` rows take when the operand has fewer ``rows``
+    (a power of two dividing ``C``; 1: no folding)."""
+    f = 1
+    while rows <= unit // (2 * f) and C % (2 * f) == 0:
+        f *= 2
+    return f
 
 
 # --- layer norm: two passes over the columns -----------------------------------------------------
@@ -383,8 +424,9 @@ def _ln_pass1(e: _Rows, u, a, b: int, first: bool) -> None:
 def _ln_stats(e: _Rows, u, a, C: int) -> None:
     H = e.H
     M, V, Q, R = a["m"], a["v"], a["q"], a["r"]
-    e.reduce_tree(a["p1"], u["h"], u["l"], VecOp.ADD)
-    e.reduce_tree(a["p2"], u["h"], u["l"], VecOp.ADD)
+    for acc in (a["p1"], a["p2"]):
+        e.reduce_tree(acc, u["h"], u["l"], VecOp.ADD)
+        e.allreduce(acc, u, a["a"], VecOp.ADD)
     _mean(e, M, a["p1"], u["s0"], u["s1"], C)                   # mean
     _mean(e, V, a["p2"], u["s0"], u["s1"], C)                   # E[x^2]
     e.split(M, u["mh"], u["ml"], H)                             # mean = mh + ml
@@ -450,8 +492,9 @@ def _lnb_pass1(e: _Rows, u, a, b: int, first: bool) -> None:
 
 def _lnb_stats(e: _Rows, u, a, C: int) -> None:
     H = e.H
-    e.reduce_tree(a["p1"], u["h"], u["l"], VecOp.ADD)
-    e.reduce_tree(a["p2"], u["h"], u["l"], VecOp.ADD)
+    for acc in (a["p1"], a["p2"]):
+        e.reduce_tree(acc, u["h"], u["l"], VecOp.ADD)
+        e.allreduce(acc, u, a["a"], VecOp.ADD)
     M1, M2, R, T = a["m"], a["v"], a["r"], a["q"]
     _mean(e, M1, a["p1"], u["s0"], u["s1"], C)                  # mean(dy)
     _mean(e, M2, a["p2"], u["s0"], u["s1"], C)                  # mean(dy y)
@@ -530,7 +573,7 @@ def _candidates(geo: Geometry, spec: _TwoPass, C: int, blocks: int, unit: int) -
         out = []
         for k in ks:
             P = k * H
-            room = geo.unified_half_rows - unit - len(spec.block) * P - len(spec.stat) * H
+            room = geo.unified_half_rows - unit - len(spec.block) * P - (len(spec.stat) + 6) * H
             cp = min(C, room // (len(spec.full) * H) // k * k) if room > 0 else 0
             if cp < k or len(spec.ablock) * P + len(spec.astat) * H > geo.accum_rows:
                 continue
@@ -550,19 +593,20 @@ def _regions(spec, names_rows, base: int = 0) -> dict[str, int]:
 
 
 def _compile_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], config: FettaConfig, unit: int,
-                      terms: int) -> VecProgram:
+                      terms: int, fold: int) -> VecProgram:
     """The fastest end to end (:meth:`VecProgram.timeline`) of the pieces and blocks that fit."""
     C, R = shape[-1], int(np.prod(shape[:-1]))
     geo = Geometry.of(config)
-    progs = [_build_two_pass(op, spec, shape, geo, unit, terms, *c)
-             for c in _candidates(geo, spec, C, ceil_to(-(-R // geo.lanes), unit), unit)]
+    rows = unit if fold > 1 else ceil_to(-(-R // geo.lanes), unit)
+    progs = [_build_two_pass(op, spec, shape, geo, unit, terms, fold, *c)
+             for c in _candidates(geo, spec, C // fold, rows, unit)]
     return min(progs, key=lambda p: (p.timeline(config).cycles, len(p.runs)))
 
 
 def _build_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], geo: Geometry, unit: int, terms: int,
-                    H: int, k: int, cp: int) -> VecProgram:
-    C, R = shape[-1], int(np.prod(shape[:-1]))
-    blocks = ceil_to(-(-R // geo.lanes), H)
+                    fold: int, H: int, k: int, cp: int) -> VecProgram:
+    C, R = shape[-1] // fold, int(np.prod(shape[:-1]))
+    blocks = unit if fold > 1 else ceil_to(-(-R // geo.lanes), H)
     one = geo.unified_half_rows - unit
     a = _regions(spec, ((spec.ablock, k * H), (spec.astat, H)))
     pieces = [(c0, min(C, c0 + cp)) for c0 in range(0, C, cp)]
@@ -573,9 +617,10 @@ def _build_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], geo: Geomet
         nonlocal ops, group
         half = group % 2
         group += 1
-        u = _regions(spec, ((spec.full, (c1 - c0) * H), (spec.block, k * H), (spec.stat, H)))
+        u = _regions(spec, ((spec.full, (c1 - c0) * H), (spec.block, k * H), (spec.stat, H),
+                            (_FOLD_SCRATCH, 3 * H)))
         u["_terms"] = _terms(terms)
-        e = _Rows(geo, one, c1 - c0, H, k)
+        e = _Rows(geo, one, c1 - c0, H, k, fold)
         body(e, u)
         ops += lane_ops(e.ins, geo)
         parts = [VecRun(half, first, H, prog, c0=c0, c1=c1) for prog in cut(e.ins, geo.imem_depth)]
@@ -595,7 +640,7 @@ def _build_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], geo: Geomet
                 if with_pass1:
                     pass1(j)(e, u)
                 if j == 0:
-                    spec.stats(e, u, a, C)
+                    spec.stats(e, u, a, C * fold)
                 spec.prologue(e, u, a)
                 for b in range(e.nb):
                     spec.pass2(e, u, a, b)
@@ -610,4 +655,4 @@ def _build_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], geo: Geomet
     names = tuple(dict.fromkeys(spec.full + spec.stat_in))
     return VecProgram(op, shape, C, blocks, runs, {n: "u" for n in names},
                       {n: "u" for n in tuple(spec.outputs) + spec.stat_out}, ops,
-                      frozenset(spec.stat_in + spec.stat_out))
+                      frozenset(spec.stat_in + spec.stat_out), fold)

@@ -100,40 +100,54 @@ class VecProgram:
     lane_ops: int = 0
     #: tensors of one column (per-row statistics of a row-wise operation, shape ``shape[:-1]``)
     stats: frozenset[str] = frozenset()
+    #: row-wise operations on few rows: groups of columns folded into one column's rows (group ``g``
+    #: of the ``fold`` in rows ``[g * blocks / fold, (g + 1) * blocks / fold)``; :mod:`gen.compiler.rowops`)
+    fold: int = 1
 
     def tensor_shape(self, name: str) -> tuple[int, ...]:
         return self.shape[:-1] if name in self.stats else self.shape
 
+    def _flat(self, name: str) -> bool:
+        return self.cols == 1 and self.fold == 1 or name in self.stats
+
     def pack(self, arr: np.ndarray, lanes: int, name: str = "") -> np.ndarray:
-        """Tensor ``name`` -> ``[columns, blocks, lanes]`` (zero padded)."""
+        """Tensor ``name`` -> ``[columns, blocks, lanes]`` (zero padded; a statistic repeated in every
+        folded group)."""
         arr = np.asarray(arr, np.float32)
-        if self.cols == 1 or name in self.stats:
-            flat = np.zeros(self.blocks * lanes, np.float32)
+        f, g = self.fold, self.blocks // self.fold
+        if self._flat(name):
+            flat = np.zeros(g * lanes, np.float32)
             flat[:arr.size] = arr.ravel()
-            return flat.reshape(1, self.blocks, lanes)
-        R = arr.size // self.cols
-        full = np.zeros((self.blocks * lanes, self.cols), np.float32)
-        full[:R] = arr.reshape(R, self.cols)
-        return np.ascontiguousarray(full.reshape(self.blocks, lanes, self.cols).transpose(2, 0, 1))
+            return np.tile(flat.reshape(g, lanes), (f, 1)).reshape(1, self.blocks, lanes)
+        C = self.shape[-1]
+        full = np.zeros((g * lanes, C), np.float32)
+        full[:arr.size // C] = arr.reshape(-1, C)
+        full = full.reshape(g, lanes, f, C // f).transpose(3, 2, 0, 1)
+        return np.ascontiguousarray(full.reshape(C // f, self.blocks, lanes))
 
     def unpack(self, full: np.ndarray, name: str = "") -> np.ndarray:
         """``[columns, blocks, lanes]`` -> tensor ``name``."""
         shape = self.tensor_shape(name)
         n = int(np.prod(shape))
-        if full.shape[0] == 1:
-            return full.ravel()[:n].reshape(shape)
-        rows = full.transpose(1, 2, 0).reshape(-1, self.cols)
-        return rows[:n // self.cols].reshape(shape)
+        f, g = self.fold, self.blocks // self.fold
+        if full.shape[0] == 1 and (self.fold == 1 or name in self.stats):
+            return full[0, :g].ravel()[:n].reshape(shape)
+        C = self.shape[-1]
+        rows = full.reshape(C // f, f, g, -1).transpose(2, 3, 1, 0).reshape(-1, C)
+        return rows[:n // C].reshape(shape)
 
     def real_rows(self, name: str, run: VecRun, lanes: int) -> int:
         """Rows of ``run``'s slab of tensor ``name`` that hold an element of it (the rest are padding,
         which no result depends on: a transfer leaves them out)."""
         shape = self.tensor_shape(name)
-        if self.cols == 1 or name in self.stats:
+        f, g = self.fold, self.blocks // self.fold
+        if self._flat(name):
             cols, rows = 1, -(-int(np.prod(shape)) // lanes)
         else:
             c1 = self.cols if run.c1 is None else run.c1
-            cols, rows = c1 - run.c0, -(-(int(np.prod(shape)) // self.cols) // lanes)
+            cols, rows = c1 - run.c0, -(-(int(np.prod(shape)) // self.shape[-1]) // lanes)
+        if f > 1:               # one piece: every group of the column
+            return cols * f * min(rows, g)
         return cols * max(0, min(rows, run.first + run.size) - run.first)
 
     def run_timings(self, config: FettaConfig, compute: Sequence[int] | None = None) -> list[RunTiming]:
