@@ -267,11 +267,10 @@ class Emulator:
         i = np.arange(ins.K * self.geo.vec_rows)
         u, a, w = ins.a_base + i * ins.a_sk, ins.o_base + i * ins.o_sk, ins.w_base + i * ins.o_sk
         wb = bool(ins.flags & Flag.WB)
-        whole = self._chunks(ins.K, self.geo.vec_rows, a)
-        if wb and len(whole) == 1:
-            whole = self._chunks(ins.K, self.geo.vec_rows, w, u)
-        for sl in whole if len(whole) == 1 else [slice(c * self.geo.vec_rows, (c + 1) * self.geo.vec_rows)
-                                                 for c in range(ins.K)]:
+        chunks = self._chunks(ins.K, self.geo.vec_rows, a)
+        if wb and len(chunks) == 1:
+            chunks = self._chunks(ins.K, self.geo.vec_rows, w, u)
+        for sl in chunks:
             o, nar = vec_ref(self.config, ins.mode, ins.scalar, self.unified[half][u[sl]], self.accum[a[sl]])
             self.accum[a[sl]] = o
             if wb:

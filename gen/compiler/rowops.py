@@ -275,7 +275,7 @@ def _fit(geo: Geometry, spec: _Spec, C: int, blocks: int, unit: int) -> tuple[in
         a_cap = geo.accum_rows // (2 if pieces > 1 else 1)
         for k in ks:
             P = k * H
-            u_rows = len(spec.full) * C * H + len(spec.block) * P + (len(spec.stat) + 6) * H + unit
+            u_rows = len(spec.full) * C * H + len(spec.block) * P + _stat_rows(spec, H) + unit
             a_rows = len(spec.ablock) * P + len(spec.astat) * H
             if u_rows <= geo.unified_half_rows and a_rows <= a_cap:
                 return H, k
@@ -324,6 +324,11 @@ def compile_rows(op: str, shape, config: FettaConfig, *, scale: float = 1.0, ter
 
 #: the unified scratch of :meth:`_Rows.allreduce` (``3 H`` rows each)
 _FOLD_SCRATCH = ("ft", "ftl")
+
+
+def _stat_rows(spec: _Regions, H: int) -> int:
+    """Unified rows of the ``H``-row regions of a piece: the statistics and the folding scratch."""
+    return (len(spec.stat) + 3 * len(_FOLD_SCRATCH)) * H
 
 
 def _fold(rows: int, C: int, unit: int) -> int:
@@ -573,7 +578,7 @@ def _candidates(geo: Geometry, spec: _TwoPass, C: int, blocks: int, unit: int) -
         out = []
         for k in ks:
             P = k * H
-            room = geo.unified_half_rows - unit - len(spec.block) * P - (len(spec.stat) + 6) * H
+            room = geo.unified_half_rows - unit - len(spec.block) * P - _stat_rows(spec, H)
             cp = min(C, room // (len(spec.full) * H) // k * k) if room > 0 else 0
             if cp < k or len(spec.ablock) * P + len(spec.astat) * H > geo.accum_rows:
                 continue

@@ -39,9 +39,8 @@ from gen.compiler.program import CompileError
 from gen.design.config import FettaConfig
 import ml_dtypes
 
-from gen.design.control import Clock
 from gen.design.isa import Geometry, Instr, Opcode, VecOp, halt, load, store, vec
-from gen.design.timing import RunTiming, Timeline, dram_bytes_per_cycle, timeline
+from gen.design.timing import RunTiming, Timeline, dram_bytes_per_cycle, program_cycles, timeline
 
 __all__ = ["OPS", "VecRun", "VecProgram", "compile_vec", "scalar_bits"]
 
@@ -154,7 +153,7 @@ class VecProgram:
         """What :func:`gen.design.timing.timeline` needs of every run: its half, the DRAM bytes of the
         rows it writes and reads that hold elements (:meth:`real_rows`; the constant row counts one),
         its compute cycles (``compute``: measured ones; default the static timing of its program)."""
-        L, geo = config.lanes, Geometry.of(config)
+        L = config.lanes
         row_u, row_a = L * config.elem_bits // 8, L * config.acc_bits // 8
         out = []
         for i, run in enumerate(self.runs):
@@ -162,7 +161,7 @@ class VecProgram:
             wa = sum(self.real_rows(n, run, L) for _, n in run.awrites)
             ru = sum(self.real_rows(n, run, L) for _, n in run.ureads)
             ra = sum(self.real_rows(n, run, L) for _, n in run.areads)
-            cycles = _cycles(run.program, geo) if compute is None else compute[i]
+            cycles = program_cycles(run.program, config) if compute is None else compute[i]
             out.append(RunTiming(run.half, wu * row_u + wa * row_a, cycles, ru * row_u + ra * row_a))
         return out
 
@@ -212,16 +211,6 @@ class Emit:
         FP32 value as two bfloat16 operands, to 16 significant bits."""
         self.store(hi, acc, rows)
         self.vec(VecOp.AXPY, acc, hi, rows, scalar=-1.0, wb=lo)
-
-
-def _cycles(program: list[Instr], geo: Geometry) -> int:
-    """Cycles of a program ending in HALT: :class:`gen.design.control.Clock`, as
-    :func:`gen.design.timing.program_cycles` counts them for its instruction words."""
-    clock = Clock(geo)
-    c = 0
-    for ins in program:
-        c = clock.act(ins)
-    return c + 1
 
 
 def cut(program: list[Instr], depth: int) -> list[list[Instr]]:

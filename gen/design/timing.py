@@ -32,7 +32,7 @@ from typing import Sequence
 
 from gen.design.config import FettaConfig
 from gen.design.control import Clock
-from gen.design.isa import Geometry, Opcode, decode
+from gen.design.isa import Geometry, Instr, Opcode, decode
 
 
 @dataclass(frozen=True)
@@ -69,12 +69,12 @@ class Timeline:
 
 
 def program_cycles(words, config: FettaConfig) -> int:
-    """Compute cycles of a program (instruction words) that runs to HALT without errors: the
-    emulator's count (:class:`gen.design.control.Clock`), known before running since no
-    instruction's timing depends on data."""
+    """Compute cycles of a program (instruction words, or :class:`gen.design.isa.Instr`) that runs to
+    HALT without errors: the emulator's count (:class:`gen.design.control.Clock`), known before
+    running since no instruction's timing depends on data."""
     clock = Clock(Geometry.of(config))
     for w in words:
-        ins = decode(int(w))
+        ins = w if isinstance(w, Instr) else decode(int(w))
         c = clock.act(ins)
         if ins.opcode == Opcode.HALT:
             return c + 1
