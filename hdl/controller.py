@@ -1,15 +1,18 @@
 """Controller decode stage: instruction fields, per-CE address offsets and the static checks.
 
-:class:`Decoder` is a two-stage pipeline over the controller's DECODE and CHECK cycles.
-Stage 1 (DECODE) works on the word as it leaves the instruction memory: it splits it
-(layout :data:`gen.design.isa.LAYOUT`), computes the spatial address offset of every CE
-(IA, IB) and of every reduction group (output), the dataflow outputs and the largest row
-each access range reaches (the range multiply-adds), and registers all of it with the
-word. Stage 2 (CHECK) computes the error code of :func:`gen.design.isa.check`, in the
-same order of precedence, from those registers: the comparisons, the bank-conflict and
-routing checks and the priority chain. During execution every output is a register, so
-the address generators start from registers (no decoder logic on the address path) and
-the two stages cost no cycle.
+:class:`Decoder` is a three-stage pipeline over the controller's FETCH, DECODE and CHECK cycles.
+The top reads the instruction memory one cycle ahead (the address is the next ``pc`` while the
+previous instruction ends), so the word leaves the memory in FETCH. Stage 1a (FETCH) works on that
+word: it splits it (layout :data:`gen.design.isa.LAYOUT`), computes the spatial address offset of
+every CE (IA, IB) and of every reduction group (output), and every product of a loop bound and a
+stride that the range checks add up, and registers them with the word (``fetch_word``,
+``p_<term>``, ``f_<offset>``). Stage 1b (DECODE) works on those registers: the dataflow outputs and
+the largest row each access range reaches (the sums of the products), registered with the word.
+Stage 2 (CHECK) computes the error code of :func:`gen.design.isa.check`, in the same order of
+precedence, from those registers: the comparisons, the bank-conflict and routing checks and the
+priority chain. During execution every output is a register, so the address generators start
+from registers (no decoder logic on the address path), no stage has the memory's output or a
+multiplier in front of an adder tree, and the three stages cost no cycle.
 
 Because every address is ``base + temporal + spatial`` with unsigned strides, these checks made once
 per instruction are exact: an instruction that passes never leaves its range
@@ -73,9 +76,12 @@ class Decoder(wiring.Component):
     Ports
     -----
     word : In(INSTR_BITS)
-        The instruction as the instruction memory delivers it (DECODE cycle).
+        The instruction as the instruction memory delivers it (the top's FETCH cycle).
+    fetch : In(1)
+        Register ``word`` and everything stage 1a computes from it (the top's FETCH state).
     load : In(1)
-        Register ``word`` and everything stage 1 computes from it (the top's DECODE state).
+        Register the fetched word and everything stage 1b computes from stage 1a's registers (the
+        top's DECODE state, the cycle after ``fetch``).
     pc_overflow : In(1)
         The program counter ran past the instruction memory (a register of the top).
     f_<name> : Out(bits)
@@ -99,9 +105,10 @@ class Decoder(wiring.Component):
     error : Out(ErrorCode)
         :func:`gen.design.isa.check` of the word.
 
-    Latency: every output except ``error`` is a register loaded with ``load`` (valid from the
-    cycle after it, held until the next ``load``); ``error`` is combinational on those registers
-    and ``pc_overflow`` (valid in the cycle after ``load``: the top's CHECK).
+    Latency: every output except ``error`` is a register loaded with ``load`` from the word of the
+    last ``fetch`` (valid from the cycle after ``load``, held until the next ``load``); ``error`` is
+    combinational on those registers and ``pc_overflow`` (valid in the cycle after ``load``: the
+    top's CHECK).
     """
 
     def __init__(self, config: FettaConfig):
@@ -111,7 +118,7 @@ class Decoder(wiring.Component):
         self._ce_index = unsigned(max(1, (E - 1).bit_length()))
         off = offset_bits(config)
         steps = tile_step_shape(config)
-        members = {"word": In(INSTR_BITS), "load": In(1), "pc_overflow": In(1), "error": Out(ErrorCode),
+        members = {"word": In(INSTR_BITS), "fetch": In(1), "load": In(1), "pc_overflow": In(1), "error": Out(ErrorCode),
                    "a_off": Out(off).array(E), "b_off": Out(off).array(E),
                    "o_off": Out(off).array(E), "active": Out(E), "group_active": Out(E),
                    "stationary": Out(1), "horizontal": Out(1), "ce_mode": Out(CEMode),
@@ -124,18 +131,38 @@ class Decoder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         ins = Signal(INSTR_BITS, name="ins")
-        w, f = {}, {}
+        fw = Signal(INSTR_BITS, name="fetch_word")
+        raw, w, f = {}, {}, {}
         for name, (pos, bits) in LAYOUT.items():
-            w[name] = self.word[pos:pos + bits]
+            raw[name] = self.word[pos:pos + bits]
+            w[name] = fw[pos:pos + bits]
             f[name] = getattr(self, f"f_{name}")
             m.d.comb += f[name].eq(ins[pos:pos + bits])
-        # stage 1 (DECODE): on the incoming word, registered with it
+        # stage 1a (FETCH): on the word as it leaves the instruction memory, registered with it
+        grid_r = self._grid(m, raw, "r_")
+        flow_r = self._dataflow(m, raw, "r_", ("stationary", "loads", "out_rows"))
+        early = {**self._offsets(m, raw, grid_r), **_products(self._cfg, self._geo, raw, grid_r, flow_r)}
+        fetched = {}
+        for name, sig in early.items():
+            if isinstance(sig, list):
+                fetched[name] = [Signal.like(x, name=f"f_{x.name.removeprefix('r_')}") for x in sig]
+            else:
+                fetched[name] = Signal(Value.cast(sig).shape(), name=f"p_{name}" if name.startswith("t_") else
+                                       f"f_{name}")
+        with m.If(self.fetch):
+            m.d.sync += fw.eq(self.word)
+            for name, sig in early.items():
+                if isinstance(sig, list):
+                    m.d.sync += [r.eq(x) for r, x in zip(fetched[name], sig)]
+                else:
+                    m.d.sync += fetched[name].eq(sig)
+        # stage 1b (DECODE): on the fetched word and stage 1a's registers, registered with the word
         grid_d = self._grid(m, w, "d_")
-        flow_d = self._dataflow(m, w)
-        offs_d = self._offsets(m, w, grid_d)
-        max_d = self._maxima(m, w, grid_d, flow_d)
+        flow_d = self._dataflow(m, w, "d_")
+        offs_d = {k: fetched[k] for k in ("a_off", "b_off", "o_off", "active", "group_active")}
+        max_d = _maxima(m, self._cfg, self._geo, w, {k: v for k, v in fetched.items() if k.startswith("t_")})
         grid, maxima = {}, {}
-        loads = [ins.eq(self.word)]
+        loads = [ins.eq(fw)]
         for src, dst in ((grid_d, grid), (max_d, maxima)):
             for name, sig in src.items():
                 key = name.removeprefix("d_")
@@ -185,84 +212,51 @@ class Decoder(wiring.Component):
         return {prefix + k: v for k, v in out.items()}
 
     def _offsets(self, m, f, grid) -> dict:
-        """Stage 1: ``a_off``, ``b_off``, ``o_off`` (lists), ``active`` and ``group_active``
-        (combinational, registered into the outputs of the same names).
+        """Stage 1a: ``a_off``, ``b_off``, ``o_off`` (lists), ``active`` and ``group_active``
+        (combinational on the fields ``f`` and the grid of :meth:`_grid` with prefix ``r_``).
 
         CE ``c = (im * gn + in) * gk + ik`` reads ``im * x_sm + in * x_sn + ik * x_sr`` past
         the temporal address of operand ``x``; group ``g = im * gn + in`` writes
         ``im * o_sm + in * o_sn`` past the temporal output row."""
         E = self._cfg.num_ces
-        lgn, lgk, gn, gk = f["log_gn"], f["log_gk"], grid["d_gn"], grid["d_gk"]
-        out = {"a_off": [Signal.like(self.a_off[c], name=f"d_a_off{c}") for c in range(E)],
-               "b_off": [Signal.like(self.b_off[c], name=f"d_b_off{c}") for c in range(E)],
-               "o_off": [Signal.like(self.o_off[c], name=f"d_o_off{c}") for c in range(E)],
-               "active": Signal(E, name="d_active"), "group_active": Signal(E, name="d_group_active")}
+        lgn, lgk, gn, gk = f["log_gn"], f["log_gk"], grid["r_gn"], grid["r_gk"]
+        out = {"a_off": [Signal.like(self.a_off[c], name=f"r_a_off{c}") for c in range(E)],
+               "b_off": [Signal.like(self.b_off[c], name=f"r_b_off{c}") for c in range(E)],
+               "o_off": [Signal.like(self.o_off[c], name=f"r_o_off{c}") for c in range(E)],
+               "active": Signal(E, name="r_active"), "group_active": Signal(E, name="r_group_active")}
         for c in range(E):
             im, in_, ik, gim, gin = (Signal(self._ce_index, name=f"{x}{c}") for x in ("im", "in", "ik", "gim", "gin"))
             cc = Const(c, self._ce_index)
             m.d.comb += [im.eq(cc >> (lgn + lgk)), in_.eq((cc >> lgk) & (gn - 1)), ik.eq(cc & (gk - 1)),
-                         out["active"][c].eq(cc < grid["d_ces"])]
+                         out["active"][c].eq(cc < grid["r_ces"])]
             for op in ("a", "b"):
                 m.d.comb += out[f"{op}_off"][c].eq(im * f[f"{op}_sm"] + in_ * f[f"{op}_sn"] + ik * f[f"{op}_sr"])
-            m.d.comb += [gim.eq(cc >> lgn), gin.eq(cc & (gn - 1)), out["group_active"][c].eq(cc < grid["d_groups"])]
+            m.d.comb += [gim.eq(cc >> lgn), gin.eq(cc & (gn - 1)), out["group_active"][c].eq(cc < grid["r_groups"])]
             m.d.comb += out["o_off"][c].eq(gim * f["o_sm"] + gin * f["o_sn"])
         return out
 
-    def _dataflow(self, m, f) -> dict[str, Signal]:
-        """Stage 1: ``stationary``, ``horizontal``, ``ce_mode``, ``loads``, ``vec_delay`` and
-        ``out_rows`` of the ``mode`` field (combinational, registered into the outputs)."""
+    def _dataflow(self, m, f, prefix: str, names=("stationary", "horizontal", "ce_mode", "loads", "vec_delay",
+                                                  "out_rows")) -> dict[str, Signal]:
+        """Of ``stationary``, ``horizontal``, ``ce_mode``, ``loads``, ``vec_delay`` and ``out_rows`` of the
+        ``mode`` field, those in ``names`` (combinational; signal names start with ``prefix``). Stage 1b
+        registers them into the outputs; stage 1a uses the loop bounds ``loads`` and ``out_rows``."""
         cfg = self._cfg
         mode = f["mode"]
-        out = {name: Signal.like(getattr(self, name), name=f"d_{name}")
+        out = {name: Signal.like(getattr(self, name), name=f"{prefix}{name}")
                for name in ("stationary", "horizontal", "ce_mode", "loads", "vec_delay", "out_rows")}
         m.d.comb += [out["stationary"].eq((mode == Dataflow.WS) | (mode == Dataflow.IS) | (mode == Dataflow.WS_H)
                                           | (mode == Dataflow.IS_H)),
                      out["horizontal"].eq((mode == Dataflow.WS_H) | (mode == Dataflow.IS_H))]
-        with m.Switch(mode):
-            for dv, cv in CE_MODE.items():
-                with m.Case(int(dv)):
-                    m.d.comb += out["ce_mode"].eq(CEMode(cv))
+        if "ce_mode" in names:
+            with m.Switch(mode):
+                for dv, cv in CE_MODE.items():
+                    with m.Case(int(dv)):
+                        m.d.comb += out["ce_mode"].eq(CEMode(cv))
         m.d.comb += [out["loads"].eq(Mux(out["horizontal"], cfg.ce_cols, cfg.ce_rows)),
-                     out["vec_delay"].eq(Mux(out["horizontal"], cfg.ce_cols, 1)),
                      out["out_rows"].eq(Mux(out["stationary"], f["K"], cfg.ce_rows))]
-        return out
-
-    def _maxima(self, m, f, grid, flow) -> dict[str, Signal]:
-        """Stage 1: the largest row each access of the instruction reaches, for the range checks
-        of every opcode (the multiply-adds; combinational, registered for stage 2)."""
-        gm, gn, gk = grid["d_gm"], grid["d_gn"], grid["d_gk"]
-        L = self._cfg.lanes
-        tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
-
-        def tmax(op, kb):
-            return (kb - 1) * f[f"{op}_sk"] + (f["L0"] - 1) * f[f"{op}_sl0"] + (f["L1"] - 1) * f[f"{op}_sl1"]
-
-        def last(op):
-            # a transposed operand reads whole blocks of lanes rows
-            smax = (gm - 1) * f[f"{op}_sm"] + (gn - 1) * f[f"{op}_sn"] + (gk - 1) * f[f"{op}_sr"]
-            return smax | Mux(tr[op], L - 1, 0)
-
-        out = {}
-        out["d_a_max"] = _exact(m, "d_a_max", f["a_base"] + tmax("a", f["K"]) + last("a"))
-        out["d_b_max"] = _exact(m, "d_b_max", f["b_base"] + tmax("b", Mux(flow["stationary"], flow["loads"], f["K"]))
-                                + last("b"))
-        o_max = _exact(m, "d_o_max", tmax("o", flow["out_rows"]) + (gm - 1) * f["o_sm"] + (gn - 1) * f["o_sn"])
-        out["d_o_acc_max"] = _exact(m, "d_o_acc_max", f["o_base"] + o_max)
-        out["d_o_wb_max"] = _exact(m, "d_o_wb_max", f["w_base"] + o_max)
-        lb = self._cfg.banks.bit_length() - 1
-        rows_m1 = _exact(m, "d_move_rows_m1", (f["K"] << lb) - 1)
-        out["d_move_u_max"] = _exact(m, "d_move_u_max", f["a_base"] + rows_m1 * f["a_sk"])
-        out["d_move_acc_max"] = _exact(m, "d_move_acc_max", f["o_base"] + rows_m1 * f["o_sk"])
-        lv = max(self._geo.vec_rows, 1).bit_length() - 1
-        v_rows_m1 = _exact(m, "d_vec_rows_m1", (f["K"] << lv) - 1)
-        out["d_vec_u_max"] = _exact(m, "d_vec_u_max", f["a_base"] + v_rows_m1 * f["a_sk"])
-        out["d_vec_acc_max"] = _exact(m, "d_vec_acc_max", f["o_base"] + v_rows_m1 * f["o_sk"])
-        out["d_vec_w_max"] = _exact(m, "d_vec_w_max", f["w_base"] + v_rows_m1 * f["o_sk"])
-        if self._geo.dma_rows:
-            # DMA: the DRAM byte and the unified row past the transfer's end
-            lr, lby = self._geo.dma_rows.bit_length() - 1, self._geo.dma_bytes.bit_length() - 1
-            out["d_dma_dram_end"] = _exact(m, "d_dma_dram_end", f["a_sel"] + (f["K"] << lby))
-            out["d_dma_u_end"] = _exact(m, "d_dma_u_end", f["a_base"] + (f["K"] << lr))
+        if "vec_delay" in names:
+            m.d.comb += out["vec_delay"].eq(Mux(out["horizontal"], cfg.ce_cols, 1))
+        out = {k: v for k, v in out.items() if k in names}
         return out
 
     def _dist_ok(self, m, f, op: str) -> Value:
@@ -462,3 +456,60 @@ class Decoder(wiring.Component):
         with m.Elif(v_conf(f["a_sk"], False) | v_conf(f["o_sk"], True) | v_hazard):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
         return err
+
+
+def _products(cfg: FettaConfig, geo: Geometry, f, grid, flow) -> dict[str, Value]:
+    """Stage 1a: every product of a loop bound and a stride that :func:`_maxima` adds up
+    (``t_<operand>_<loop>``; combinational on the fields ``f``, the grid and the dataflow of
+    the same word). Products of a zero loop bound go negative; they only matter after the
+    ``BAD_SHAPE`` check that such a bound fails first."""
+    gm, gn, gk = grid["r_gm"], grid["r_gn"], grid["r_gk"]
+    kb = {"a": f["K"], "b": Mux(flow["stationary"], flow["loads"], f["K"]), "o": flow["out_rows"]}
+    out = {}
+    for op in ("a", "b", "o"):
+        out[f"t_{op}_k"] = (kb[op] - 1) * f[f"{op}_sk"]
+        out[f"t_{op}_l0"] = (f["L0"] - 1) * f[f"{op}_sl0"]
+        out[f"t_{op}_l1"] = (f["L1"] - 1) * f[f"{op}_sl1"]
+        out[f"t_{op}_m"] = (gm - 1) * f[f"{op}_sm"]
+        out[f"t_{op}_n"] = (gn - 1) * f[f"{op}_sn"]
+        if op != "o":
+            out[f"t_{op}_r"] = (gk - 1) * f[f"{op}_sr"]
+    lb = cfg.banks.bit_length() - 1
+    lv = max(geo.vec_rows, 1).bit_length() - 1
+    for kind, shift in (("move", lb), ("vec", lv)):
+        rows_m1 = (f["K"] << shift) - 1
+        out[f"t_{kind}_a"] = rows_m1 * f["a_sk"]
+        out[f"t_{kind}_o"] = rows_m1 * f["o_sk"]
+    return out
+
+def _maxima(m: Module, cfg: FettaConfig, geo: Geometry, f, t) -> dict[str, Signal]:
+    """Stage 1b: the largest row each access of the instruction reaches, for the range checks
+    of every opcode: sums of the fields and stage 1a's products ``t`` (:func:`_products`),
+    registered for stage 2."""
+    L = cfg.lanes
+    tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
+
+    def tmax(op):
+        return t[f"t_{op}_k"] + t[f"t_{op}_l0"] + t[f"t_{op}_l1"]
+
+    def last(op):
+        # a transposed operand reads whole blocks of lanes rows
+        return (t[f"t_{op}_m"] + t[f"t_{op}_n"] + t[f"t_{op}_r"]) | Mux(tr[op], L - 1, 0)
+
+    out = {}
+    out["d_a_max"] = _exact(m, "d_a_max", f["a_base"] + tmax("a") + last("a"))
+    out["d_b_max"] = _exact(m, "d_b_max", f["b_base"] + tmax("b") + last("b"))
+    o_max = _exact(m, "d_o_max", tmax("o") + t["t_o_m"] + t["t_o_n"])
+    out["d_o_acc_max"] = _exact(m, "d_o_acc_max", f["o_base"] + o_max)
+    out["d_o_wb_max"] = _exact(m, "d_o_wb_max", f["w_base"] + o_max)
+    out["d_move_u_max"] = _exact(m, "d_move_u_max", f["a_base"] + t["t_move_a"])
+    out["d_move_acc_max"] = _exact(m, "d_move_acc_max", f["o_base"] + t["t_move_o"])
+    out["d_vec_u_max"] = _exact(m, "d_vec_u_max", f["a_base"] + t["t_vec_a"])
+    out["d_vec_acc_max"] = _exact(m, "d_vec_acc_max", f["o_base"] + t["t_vec_o"])
+    out["d_vec_w_max"] = _exact(m, "d_vec_w_max", f["w_base"] + t["t_vec_o"])
+    if geo.dma_rows:
+        # DMA: the DRAM byte and the unified row past the transfer's end
+        lr, lby = geo.dma_rows.bit_length() - 1, geo.dma_bytes.bit_length() - 1
+        out["d_dma_dram_end"] = _exact(m, "d_dma_dram_end", f["a_sel"] + (f["K"] << lby))
+        out["d_dma_u_end"] = _exact(m, "d_dma_u_end", f["a_base"] + (f["K"] << lr))
+    return out

@@ -18,11 +18,13 @@ register, the memory write), so a configuration's ``mul_latency`` /
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import BF16_BITS, FP32_BITS
+
+from hdl.pipe import stage
 
 __all__ = ["BF16Mul", "FP32Add", "FP32ToBF16", "F32_QNAN", "BF16_QNAN", "ADD_CUTS", "MUL_CUTS"]
 
@@ -48,19 +50,6 @@ def _check_stages(stages, table, block):
         raise TypeError(f"{block}: stages must be an integer, not {stages!r}")
     if stages not in table:
         raise ValueError(f"{block}: stages must be between 0 and {max(table)}, not {stages!r}")
-
-
-def _stage(m: Module, cuts, name: str, **values):
-    """The ``values`` after cut point ``name``: registered copies ``{name}_{key}`` when the cut is
-    in ``cuts``, else the values themselves."""
-    if name not in cuts:
-        return values
-    out = {}
-    for key, value in values.items():
-        reg = Signal(Value.cast(value).shape(), name=f"{name}_{key}")
-        m.d.sync += reg.eq(value)
-        out[key] = reg
-    return out
 
 
 def _ge_const(x, c: int):
@@ -165,7 +154,7 @@ class BF16Mul(wiring.Component):
         if not cuts:
             m.d.comb += prod.eq(ma * mb)  # the ECP5 maps it to a DSP (MULT18X18D), combinationally
         else:
-            v = _stage(m, cuts, "sums", **v, **_product_sums(m, ma, mb))
+            v = stage(m, cuts, "sums", **v, **_product_sums(m, ma, mb))
             m.d.comb += prod.eq(v["sum0"] + (v["sum1"] << 4))
         a_inf, b_inf = v["a_emax"] & ~v["a_frac"], v["b_emax"] & ~v["b_frac"]
         a_nan, b_nan = v["a_emax"] & v["a_frac"], v["b_emax"] & v["b_frac"]
@@ -177,7 +166,7 @@ class BF16Mul(wiring.Component):
         esum = v["esum"]
         exp0, exp1 = Signal(8, name="exp0"), Signal(8, name="exp1")
         m.d.comb += [exp0.eq(esum - 127), exp1.eq(esum - 126)]
-        v = _stage(m, cuts, "product", sign=v["sign"], nan=nan, inf=inf, zero=zero, prod=prod,
+        v = stage(m, cuts, "product", sign=v["sign"], nan=nan, inf=inf, zero=zero, prod=prod,
                    exp0=exp0, exp1=exp1, under0=_le_const(esum, 127), under1=_le_const(esum, 126),
                    over0=_ge_const(esum, 127 + 0xFF), over1=_ge_const(esum, 126 + 0xFF))
 
@@ -291,7 +280,7 @@ def _add_compare(m: Module, cuts, a, b):
     m.d.comb += shamt.eq(Mux(b_larger, diffs[1][:8], diffs[0][:8]))
     ex, fx, fy = Signal(8, name="ex"), Signal(23, name="fx"), Signal(23, name="fy")
     m.d.comb += [ex.eq(Mux(b_larger, eb, ea)), fx.eq(Mux(b_larger, fb, fa)), fy.eq(Mux(b_larger, fa, fb))]
-    return _stage(m, cuts, "compare", **classes, swap=swap, b_larger=b_larger, fx=fx, fy=fy, ex=ex, shamt=shamt)
+    return stage(m, cuts, "compare", **classes, swap=swap, b_larger=b_larger, fx=fx, fy=fy, ex=ex, shamt=shamt)
 
 
 def _add_align(m: Module, cuts, v):
@@ -315,7 +304,7 @@ def _add_align(m: Module, cuts, v):
     m.d.comb += e1.eq(v["ex"] + 1)
     sx, reverse = Signal(name="sx"), Signal(name="reverse")
     m.d.comb += [sx.eq(Mux(v["swap"], v["b_sign"], v["a_sign"])), reverse.eq(v["swap"] & ~v["b_larger"])]
-    return _stage(m, cuts, "align", **_add_specials(m, v), sx=sx, ex=v["ex"], e1=e1, reverse=reverse,
+    return stage(m, cuts, "align", **_add_specials(m, v), sx=sx, ex=v["ex"], e1=e1, reverse=reverse,
                   subtract=v["a_sign"] ^ v["b_sign"], fx=v["fx"], my=my_shifted, sticky=sticky)
 
 
@@ -328,11 +317,11 @@ def _add_sum(m: Module, cuts, v):
     my = Cat(v["my"][0] | v["sticky"], v["my"][1:27], Const(0, 1))
     raw = Signal(28, name="raw_sum")  # the larger magnitude minus the smaller: no wrap
     m.d.comb += raw.eq((mx ^ (sub & rev).replicate(28)) + (my ^ (sub & ~rev).replicate(28)) + sub)
-    v = _stage(m, cuts, "add", **_specials(v), sx=v["sx"], ex=v["ex"], e1=v["e1"], raw=raw)
+    v = stage(m, cuts, "add", **_specials(v), sx=v["sx"], ex=v["ex"], e1=v["e1"], raw=raw)
     lz = _leading_zeros(m, v["raw"][0:27], "lzc")
     cancel = Signal(name="cancel")
     m.d.comb += cancel.eq(v["raw"] == 0)
-    return _stage(m, cuts, "lzc", **_specials(v), sx=v["sx"], cancel=cancel, ex=v["ex"], e1=v["e1"], raw=v["raw"],
+    return stage(m, cuts, "lzc", **_specials(v), sx=v["sx"], cancel=cancel, ex=v["ex"], e1=v["e1"], raw=v["raw"],
                   lz=lz)
 
 
@@ -352,7 +341,7 @@ def _add_normalise(m: Module, cuts, v):
     under0, under1 = Signal(name="norm_under0"), Signal(name="norm_under1")
     m.d.comb += [under0.eq(ex <= lz), under1.eq(ex < lz)]
     lz0, lz1 = lz == 0, lz == 1
-    return _stage(m, cuts, "norm", **_specials(v), sx=v["sx"], cancel=v["cancel"], norm=norm,
+    return stage(m, cuts, "norm", **_specials(v), sx=v["sx"], cancel=v["cancel"], norm=norm,
                   exp0=Mux(carry_out, e1, dec0), exp1=Mux(carry_out, inc1, dec1),
                   under0=~carry_out & under0, under1=~carry_out & under1,
                   over0=Mux(carry_out, _ge_const(ex, 0xFE), lz0 & (ex == 0xFF)),
@@ -369,7 +358,7 @@ def _add_round(m: Module, cuts, v):
     rounded = Signal(25, name="rounded")  # 1.f plus a possible carry out
     m.d.comb += rounded.eq(norm[3:27] + round_up)
     carry = rounded[24]
-    return _stage(m, cuts, "round", **_specials(v), sx=v["sx"],
+    return stage(m, cuts, "round", **_specials(v), sx=v["sx"],
                   cancel=v["cancel"], res_frac=rounded[0:23], res_exp=Mux(carry, v["exp1"], v["exp0"]),
                   under=Mux(carry, v["under1"], v["under0"]), over=Mux(carry, v["over1"], v["over0"]))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data
 
-__all__ = ["delay", "hold"]
+__all__ = ["delay", "hold", "stage"]
 
 
 def delay(m: Module, value, cycles: int, name: str):
@@ -33,4 +33,17 @@ def hold(m: Module, when, sources: dict, prefix: str) -> dict:
             pairs = [(out[key], src)]
         with m.If(when):
             m.d.sync += [reg.eq(v) for reg, v in pairs]
+    return out
+
+
+def stage(m: Module, cuts, name: str, **values):
+    """The ``values`` after cut point ``name``: registered copies ``{name}_{key}`` when the cut is
+    in ``cuts``, else the values themselves."""
+    if name not in cuts:
+        return values
+    out = {}
+    for key, value in values.items():
+        reg = Signal(Value.cast(value).shape(), name=f"{name}_{key}")
+        m.d.sync += reg.eq(value)
+        out[key] = reg
     return out

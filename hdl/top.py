@@ -514,18 +514,18 @@ class Fetta(wiring.Component):
             m.d.comb += [vu.x[j * RW:(j + 1) * RW].eq(vx), vu.y[j * AW:(j + 1) * AW].eq(vy)]
 
     def _fsm(self, m, run, dec, im_r, gemm, out, move, vec, dma) -> None:
-        """The controller FSM: IDLE / HALTED wait for ``start``; per instruction FETCH (read the
-        instruction memory), DECODE (the decoder registers the word and its stage 1: offsets,
-        dataflow, range maxima), CHECK (the decoder's stage 2 error code: end the run, or start
+        """The controller FSM: IDLE / HALTED wait for ``start``; per instruction FETCH (the word, read
+        a cycle before; decoder stage 1a), DECODE (stage 1b), CHECK (the decoder's stage 2 error code: end the run, or start
         the instruction's sequencers), then MOVE or VEC until the last row is written; after a
         GEMM's CHECK the next FETCH follows at once (the GEMM issues and drains meanwhile). CHECK
         waits as :mod:`gen.design.control` states: a GEMM that may overlap the GEMMs in flight for
         the last cycle of the previous one's issue and a free output context, anything else until
         every GEMM has written its last row. A DMA load / store starts the DMA engine once it is idle
         and the next FETCH follows; a DMA wait, HALT and a failing instruction also wait for it."""
-        m.d.comb += im_r.addr.eq(run.pc)
         op = dec.f_opcode
-        with m.FSM(name="ctrl"):
+        with m.FSM(name="ctrl") as fsm:   # the memory is read a cycle ahead (START: pc 0, else pc + 1)
+            m.d.comb += [im_r.addr.eq(Mux(fsm.ongoing("START"), run.pc, run.pc + 1)),
+                         dec.fetch.eq(fsm.ongoing("FETCH"))]
             def wait_for_start():
                 with m.If(self.start):
                     m.d.sync += [run.busy.eq(1), run.done.eq(0), run.error.eq(0), run.pc.eq(0), run.cycles.eq(0),
@@ -543,7 +543,7 @@ class Fetta(wiring.Component):
                 m.d.sync += run.pc_over.eq(run.pc == self._cfg.imem_depth)
                 m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.comb += dec.load.eq(1)    # the decoder registers the word and its stage 1
+                m.d.comb += dec.load.eq(1)    # the decoder registers the word and its stage 1b
                 m.next = "CHECK"
             with m.State("CHECK"):
                 with m.If(dec.error != ErrorCode.NONE):

@@ -23,16 +23,25 @@ Per lane (``x`` bfloat16, ``y`` FP32, ``p`` the FP32 product ``x * a`` of the un
 Timing (``M = mul_latency``, ``S = add_latency``), the vector unit's: stage A is the ``M`` cycles
 from the operands to the unit's product register ``p1``, stage B the ``S - 1`` cycles after it.
 Stage A computes MAX, the specials and exponents of RECIP / RSQRT and MUL's significand product
-and exponent sum, combinationally, into the registers ``a_*`` (``M`` of each, named ``a_<v><lane>_d<n>``);
+and exponent sum into the registers ``a_*`` (``M`` of each, named ``a_<v><lane>_d<n>``); with
+``M >= 2`` the first of them is the cut ``a_cmp`` (``a_cmp_<value><lane>``) after the compares, the
+exponents and the product, before the operations' result multiplexers;
 the RECIP / RSQRT ROMs are read synchronously, their address (``x``'s fraction) delayed ``M - 1``
 cycles, so their data arrives with ``p1``. Stage B (from ``a_*``, the ROM data and ``p``) rounds MUL,
-computes EXP (its ROM is read combinationally) and merges the ROM fractions, then ``S - 1``
-registers ``b_o<lane>_d<n>``; ``o`` is valid **M + S - 1 cycles** after ``x`` / ``y`` / ``op``
-(``p``: ``S - 1`` cycles after it), one operand set per cycle.
+computes EXP and merges the ROM fractions; its ``S - 1`` registers sit at the cut points of
+:data:`FUNC_CUTS` first (named ``<cut>_<value><lane>``: ``b_scale`` after EXP's ``log2(e)``
+product and MUL's normalisation, ``b_shift`` after EXP's shift and rounding and MUL's rounding,
+``b_sign`` after EXP's negation and MUL's exponent and special cases, ``b_interp`` after EXP's ROM
+read and interpolation product), the rest at the
+end (``b_o<lane>_d<n>``). ``o`` is valid **M + S - 1 cycles** after ``x`` / ``y`` / ``op``
+(``p``: ``S - 1`` cycles after it), one operand set per cycle; results do not depend on ``M``, ``S``.
 
-Logic depth: stage A, a 24 x 8-bit multiplier (MUL) beside a 31-bit compare (MAX); stage B, for EXP,
-a 16 x 29-bit constant multiplier, a 45-bit shifter, a 26-bit negation, the ROM and a 17 x 11-bit
-multiplier with its 24-bit add (deeper than the FP32 adder: the unit's longest path with EXP in use).
+Logic depth: stage A, a 24 x 8-bit multiplier (MUL) beside a 31-bit compare (MAX) and, after it
+or after the cut ``a_cmp``, the result multiplexers; stage B without
+cuts (``S = 1``), for EXP, a 16 x 29-bit constant multiplier, a 45-bit shifter, a 26-bit negation,
+the ROM and a 17 x 11-bit multiplier with its 24-bit add (the unit's longest path with EXP in use);
+with four or more registers in stage B (``S >= 5``) each piece is one carry chain or multiplier
+(measured Fmax: ``docs/synthesis.md``).
 """
 
 from __future__ import annotations
@@ -47,12 +56,18 @@ from gen.design.vtables import (EXP_F_BITS, EXP_INDEX_BITS, EXP_R_BITS, EXP_ROM,
                                 RECIP_ROM, RSQRT_ROM)
 
 from hdl.fp import F32_QNAN
-from hdl.pipe import delay
+from hdl.pipe import delay, stage
 
-__all__ = ["VectorFunc", "FUNC_OPS"]
+__all__ = ["VectorFunc", "FUNC_OPS", "FUNC_CUTS"]
 
 #: the operations :class:`VectorFunc` computes
 FUNC_OPS = (VecOp.MUL, VecOp.MAX, VecOp.EXP, VecOp.RECIP, VecOp.RSQRT)
+#: stage B's cut points in datapath order
+FUNC_CUT_NAMES = ("b_scale", "b_shift", "b_sign", "b_interp")
+#: registers in stage B (``add_latency - 1``) -> the cut points that get one (balanced by logic
+#: depth); registers beyond four go after the result mux
+FUNC_CUTS = {0: (), 1: ("b_shift",), 2: ("b_scale", "b_sign"), 3: ("b_scale", "b_shift", "b_interp"),
+             4: FUNC_CUT_NAMES}
 
 _INF = 0x7F800000
 _ONE = 0x3F800000
@@ -105,31 +120,83 @@ class VectorFunc(wiring.Component):
                 "exp": Memory(shape=unsigned(len(f"{max(EXP_ROM):b}")), depth=1 << EXP_INDEX_BITS, init=EXP_ROM)}
         for name, rom in roms.items():
             m.submodules[f"{name}_rom"] = rom
-        b_op = delay(m, self.op, M, "b_op")
+        cuts = FUNC_CUTS[min(S - 1, len(FUNC_CUT_NAMES))]
+        a_cuts = ("a_cmp",) if M >= 2 else ()
+        a_op = stage(m, a_cuts, "a_cmp", op=self.op)["op"]
+        ops = {"p1": delay(m, a_op, M - len(a_cuts), "b_op")}
+        for cut in FUNC_CUT_NAMES:          # the operation code at every cut point, shared by the lanes
+            ops[cut] = stage(m, cuts, cut, op=ops[list(ops)[-1]])["op"]
         for i in range(self.lanes):
             x, y = self.x[16 * i:16 * (i + 1)], self.y[32 * i:32 * (i + 1)]
-            a = self._stage_a(m, x, y, i)
+            a = self._stage_a(m, x, y, a_op, a_cuts, i)
             rd = {}
             for name, addr in (("recip", x[0:7]), ("rsqrt", x[0:8])):
                 port = roms[name].read_port()            # synchronous: the data arrives with p1
                 m.d.comb += port.addr.eq(delay(m, addr, M - 1, f"a_{name}_addr{i}"))
                 rd[name] = port.data
+            frac = Mux(ops["p1"] == VecOp.RECIP, rd["recip"], rd["rsqrt"])
+            word = Signal(32, name=f"b_word{i}")        # MAX, RECIP and RSQRT's result, MUL's special one
+            m.d.comb += word.eq(a["word"] | Mux(a["rom"], frac, 0))
+            v = self._stage_b(m, cuts, a, word, self.p[32 * i:32 * (i + 1)], roms["exp"].read_port(domain="comb"), i)
             res = Signal(32, name=f"b_res{i}")
-            mul = self._mul_round(m, a, i)
-            exp = self._exp(m, roms["exp"].read_port(domain="comb"), self.p[32 * i:32 * (i + 1)], i)
-            with m.Switch(b_op):
+            with m.Switch(ops["b_interp"]):
                 with m.Case(VecOp.MUL):
-                    m.d.comb += res.eq(Mux(a["spec"], a["word"], mul))
+                    m.d.comb += res.eq(Mux(v["spec"], v["word"], v["mul"]))
                 with m.Case(VecOp.EXP):
-                    m.d.comb += res.eq(exp)
+                    m.d.comb += res.eq(v["exp"])
                 with m.Case(VecOp.MAX, VecOp.RECIP, VecOp.RSQRT):
-                    frac = Mux(b_op == VecOp.RECIP, rd["recip"], rd["rsqrt"])
-                    m.d.comb += res.eq(a["word"] | Mux(a["rom"], frac, 0))
-            m.d.comb += self.o[32 * i:32 * (i + 1)].eq(delay(m, res, S - 1, f"b_o{i}"))
+                    m.d.comb += res.eq(v["word"])
+            m.d.comb += self.o[32 * i:32 * (i + 1)].eq(delay(m, res, S - 1 - len(cuts), f"b_o{i}"))
         return m
 
-    def _stage_a(self, m: Module, x, y, i: int) -> dict:
-        """Stage A of lane ``i``: the registers ``a_*`` (``M`` deep) of every op.
+    @staticmethod
+    def _stage_b(m: Module, cuts, a: dict, word, p, port, i: int) -> dict:
+        """Stage B of lane ``i`` through the cut points in ``cuts``: ``word`` / ``spec`` (kept),
+        ``mul`` (MUL's rounded product), ``exp`` (EXP of ``p``; ``port``: a combinational read port
+        of the ``2**f`` ROM)."""
+        keep = {"word": word, "spec": a["spec"]}
+        s, e, frac = p[31], p[23:31], p[0:23]
+        exp_flags = {"nan": (e == 0xFF) & (frac != 0), "sat": e >= _EXP_BIG, "zero": e == 0, "s": s}
+        scaled = Signal(16 + LOG2E_FIXED.bit_length(), name=f"b_exp_scaled{i}")
+        sh = Signal(8, name=f"b_exp_sh{i}")
+        m.d.comb += [scaled.eq(Cat(frac[8:23], Const(1, 1)) * LOG2E_FIXED), sh.eq(_EXP_SHIFT - 1 - e)]
+        v = _cut(m, cuts, "b_scale", i, **keep, **exp_flags, scaled=scaled, sh=sh, **_mul_norm(m, a, i))
+        ua = Signal(27, name=f"b_exp_ua{i}")
+        m.d.comb += ua.eq(((v["scaled"] >> v["sh"]) + 1) >> 1)
+        exp_flags = {k: v[k] for k in ("nan", "zero", "s")} | {"sat": v["sat"] | ua[25] | ua[26]}
+        mul = {f"mul_{k}": x for k, x in _mul_round(m, v, i).items()}
+        v = _cut(m, cuts, "b_shift", i, word=v["word"], spec=v["spec"], **exp_flags, ua=ua, **mul)
+        u = Signal(26, name=f"b_exp_u{i}")
+        m.d.comb += u.eq(Mux(v["s"], -v["ua"], v["ua"]))
+        keep = {k: v[k] for k in ("word", "spec", "nan", "zero", "sat", "s")}
+        keep["mul"] = _mul_pack(m, {k[4:]: x for k, x in v.items() if k.startswith("mul_")}, i)
+        v = _cut(m, cuts, "b_sign", i, **keep, u=u)
+        f, k = v["u"][0:EXP_F_BITS], v["u"][EXP_F_BITS:26].as_signed()
+        m.d.comb += port.addr.eq(f[EXP_R_BITS:])
+        t, d = port.data[0:EXP_T_BITS], port.data[EXP_T_BITS:]
+        dprod = Signal(len(d) + EXP_R_BITS, name=f"b_exp_dprod{i}")
+        be = Signal(signed(10), name=f"b_exp_be{i}")
+        m.d.comb += [dprod.eq(d * f[0:EXP_R_BITS]), be.eq(127 + k)]
+        keep = {k: v[k] for k in ("word", "spec", "mul", "nan", "zero", "sat", "s")}
+        v = _cut(m, cuts, "b_interp", i, **keep, t=t, dprod=dprod, be=be)
+        mant = Signal(EXP_T_BITS, name=f"b_exp_mant{i}")
+        m.d.comb += mant.eq(v["t"] + (v["dprod"] >> EXP_R_BITS))
+        out = Signal(32, name=f"b_exp{i}")
+        with m.If(v["nan"]):
+            m.d.comb += out.eq(F32_QNAN)
+        with m.Elif(v["sat"]):
+            m.d.comb += out.eq(Mux(v["s"], 0, _INF))
+        with m.Elif(v["zero"]):
+            m.d.comb += out.eq(_ONE)
+        with m.Elif(v["be"] <= 0):
+            m.d.comb += out.eq(0)
+        with m.Else():
+            m.d.comb += out.eq(Cat(mant[0:23], v["be"][0:8], Const(0, 1)))
+        return {"word": v["word"], "spec": v["spec"], "mul": v["mul"], "exp": out}
+
+    def _stage_a(self, m: Module, x, y, op, cuts, i: int) -> dict:
+        """Stage A of lane ``i``: the registers ``a_*`` (``M`` deep) of every op; with ``M >= 2`` the
+        first of them is the cut ``a_cmp`` (``cuts``; ``op``: the operation code after it).
 
         ``word``: MAX's result; RECIP / RSQRT's sign and exponent or special result (``rom``: or
         the ROM fraction into it); MUL's special result (``spec``). ``prod`` / ``exp`` / ``sign``:
@@ -137,39 +204,50 @@ class VectorFunc(wiring.Component):
         xs, xe, xf = x[15], x[7:15], x[0:7]
         ys, ye, yf = y[31], y[23:31], y[0:23]
         xc, yc = _classes(m, xs, xe, xf, f"a_x{i}"), _classes(m, ys, ye, yf, f"a_y{i}")
-        op = self.op
+        # before the cut: the compares, exponents and the significand product
+        xm = Mux(xc["zero"], 0, Cat(Const(0, 16), x[0:15]))          # MAX: magnitudes (DAZ), x widened
+        ym = Mux(yc["zero"], 0, y[0:31])
+        x_gt = Signal(name=f"a_max_xgt{i}")
+        m.d.comb += x_gt.eq(Mux(xs != ys, ys, Mux(xs, xm < ym, xm > ym)))
+        rbe = Signal(signed(10), name=f"a_recip_be{i}")
+        sbe = Signal(8, name=f"a_rsqrt_be{i}")
+        m.d.comb += [rbe.eq(254 - xe - (xf != 0)), sbe.eq(((381 - xe) >> 1) - (xe[0] & (xf != 0)))]
+        prod = Signal(32, name=f"a_prod{i}")
+        exp = Signal(signed(11), name=f"a_exp{i}")
+        m.d.comb += [prod.eq(Cat(yf, Const(1, 1)) * Cat(xf, Const(1, 1))), exp.eq(ye + xe - 127)]
+        v = _cut(m, cuts, "a_cmp", i, xs=xs, ys=ys, **{f"x{k}": b for k, b in xc.items()},
+                 **{f"y{k}": b for k, b in yc.items()}, xm=xm, ym=ym, x_gt=x_gt, rbe=rbe, r_small=rbe <= 0,
+                 sbe=sbe, prod=prod, exp=exp)
+        xc, yc = {k: v[f"x{k}"] for k in xc}, {k: v[f"y{k}"] for k in yc}
+        xs = v["xs"]
         word, rom, spec = Signal(32, name=f"a_word{i}"), Signal(name=f"a_rom{i}"), Signal(name=f"a_spec{i}")
         sign_zero, sign_inf = Cat(Const(0, 31), xs), Cat(Const(_INF, 31), xs)
         with m.Switch(op):
             with m.Case(VecOp.MUL):
-                self._mul_special(m, xc, yc, xs ^ ys, word, spec)
+                self._mul_special(m, xc, yc, xs ^ v["ys"], word, spec)
             with m.Case(VecOp.MAX):
-                self._max(m, x, y, xc, yc, word, i)
+                with m.If(xc["nan"] | yc["nan"]):
+                    m.d.comb += word.eq(F32_QNAN)
+                with m.Else():
+                    m.d.comb += word.eq(Mux(v["x_gt"], Cat(v["xm"], xs), Cat(v["ym"], v["ys"])))
             with m.Case(VecOp.RECIP):
-                be = Signal(signed(10), name=f"a_recip_be{i}")
-                m.d.comb += be.eq(254 - xe - (xf != 0))
                 with m.If(xc["nan"]):
                     m.d.comb += word.eq(F32_QNAN)
-                with m.Elif(xc["inf"] | (~xc["zero"] & (be <= 0))):
+                with m.Elif(xc["inf"] | (~xc["zero"] & v["r_small"])):
                     m.d.comb += word.eq(sign_zero)
                 with m.Elif(xc["zero"]):
                     m.d.comb += word.eq(sign_inf)
                 with m.Else():
-                    m.d.comb += [word.eq(Cat(Const(0, 23), be[0:8], xs)), rom.eq(1)]
+                    m.d.comb += [word.eq(Cat(Const(0, 23), v["rbe"][0:8], xs)), rom.eq(1)]
             with m.Case(VecOp.RSQRT):
-                be = Signal(8, name=f"a_rsqrt_be{i}")
-                m.d.comb += be.eq(((381 - xe) >> 1) - (xe[0] & (xf != 0)))
                 with m.If(xc["nan"] | (xs & ~xc["zero"])):
                     m.d.comb += word.eq(F32_QNAN)
                 with m.Elif(xc["zero"]):
                     m.d.comb += word.eq(sign_inf)
                 with m.Elif(~xc["inf"]):
-                    m.d.comb += [word.eq(Cat(Const(0, 23), be)), rom.eq(1)]
-        prod = Signal(32, name=f"a_prod{i}")
-        exp = Signal(signed(11), name=f"a_exp{i}")
-        m.d.comb += [prod.eq(Cat(yf, Const(1, 1)) * Cat(xf, Const(1, 1))), exp.eq(ye + xe - 127)]
-        vals = {"word": word, "rom": rom, "spec": spec, "prod": prod, "exp": exp, "sign": xs ^ ys}
-        return {k: delay(m, v, self._M, f"a_{k}{i}") for k, v in vals.items()}
+                    m.d.comb += [word.eq(Cat(Const(0, 23), v["sbe"])), rom.eq(1)]
+        vals = {"word": word, "rom": rom, "spec": spec, "prod": v["prod"], "exp": v["exp"], "sign": xs ^ v["ys"]}
+        return {k: delay(m, x_, self._M - len(cuts), f"a_{k}{i}") for k, x_ in vals.items()}
 
     @staticmethod
     def _mul_special(m: Module, xc, yc, sign, word, spec) -> None:
@@ -181,70 +259,48 @@ class VectorFunc(wiring.Component):
         with m.Elif(xc["zero"] | yc["zero"]):
             m.d.comb += [word.eq(Cat(Const(0, 31), sign)), spec.eq(1)]
 
-    @staticmethod
-    def _max(m: Module, x, y, xc, yc, word, i: int) -> None:
-        """MAX: the larger of widened ``x`` and ``y`` as sign-magnitude numbers (DAZ, ``-0 < +0``)."""
-        xm = Mux(xc["zero"], 0, Cat(Const(0, 16), x[0:15]))
-        ym = Mux(yc["zero"], 0, y[0:31])
-        xs, ys = x[15], y[31]
-        x_gt = Signal(name=f"a_max_xgt{i}")
-        m.d.comb += x_gt.eq(Mux(xs != ys, ys, Mux(xs, xm < ym, xm > ym)))
-        with m.If(xc["nan"] | yc["nan"]):
-            m.d.comb += word.eq(F32_QNAN)
-        with m.Else():
-            m.d.comb += word.eq(Mux(x_gt, Cat(xm, xs), Cat(ym, ys)))
 
-    @staticmethod
-    def _mul_round(m: Module, a: dict, i: int):
-        """Stage B of MUL: normalise the significand product, round to nearest even, flush / overflow."""
-        prod, sign = a["prod"], a["sign"]
-        carry = prod[31]
-        sig = Signal(32, name=f"b_mul_sig{i}")
-        eb = Signal(signed(12), name=f"b_mul_eb{i}")             # biased exponent before rounding
-        m.d.comb += [sig.eq(Mux(carry, prod, prod << 1)), eb.eq(a["exp"] + carry)]
-        kept = sig[8:32]
-        up = sig[7] & ((sig[0:7] != 0) | kept[0])
-        rnd = Signal(25, name=f"b_mul_rnd{i}")
-        ef = Signal(signed(13), name=f"b_mul_ef{i}")
-        m.d.comb += [rnd.eq(kept + up), ef.eq(eb + rnd[24])]
-        # below 2**-126 IEEE rounds on the subnormal grid: from [2**-127, 2**-126) only up to 2**-126
-        tiny_up = (eb == 0) & (sig[9:32] == (1 << 23) - 1) & sig[8]
-        out = Signal(32, name=f"b_mul{i}")
-        with m.If(eb <= 0):
-            m.d.comb += out.eq(Cat(Const(0, 23), tiny_up, Const(0, 7), sign))
-        with m.Elif(ef >= 0xFF):
-            m.d.comb += out.eq(Cat(Const(_INF, 31), sign))
-        with m.Else():
-            m.d.comb += out.eq(Cat(Mux(rnd[24], 0, rnd[0:23]), ef[0:8], sign))
-        return out
+def _cut(m: Module, cuts, name: str, lane: int, **values) -> dict:
+    """:func:`hdl.pipe.stage` with the lane in the register names (``{name}_{key}{lane}``)."""
+    out = stage(m, cuts, name, **{f"{k}{lane}": v for k, v in values.items()})
+    return {k: out[f"{k}{lane}"] for k in values}
 
-    @staticmethod
-    def _exp(m: Module, port, p, i: int):
-        """Stage B of EXP on the product ``p`` (``port``: a combinational read port of the 2**f ROM)."""
-        s, e, frac = p[31], p[23:31], p[0:23]
-        scaled = Signal(16 + LOG2E_FIXED.bit_length(), name=f"b_exp_scaled{i}")
-        sh = Signal(8, name=f"b_exp_sh{i}")
-        ua = Signal(27, name=f"b_exp_ua{i}")
-        m.d.comb += [scaled.eq(Cat(frac[8:23], Const(1, 1)) * LOG2E_FIXED), sh.eq(_EXP_SHIFT - 1 - e),
-                     ua.eq(((scaled >> sh) + 1) >> 1)]
-        big = (e >= _EXP_BIG) | ua[25] | ua[26]
-        u = Signal(26, name=f"b_exp_u{i}")
-        m.d.comb += u.eq(Mux(s, -ua, ua))
-        f, k = u[0:EXP_F_BITS], u[EXP_F_BITS:26].as_signed()
-        m.d.comb += port.addr.eq(f[EXP_R_BITS:])
-        t, d = port.data[0:EXP_T_BITS], port.data[EXP_T_BITS:]
-        mant = Signal(EXP_T_BITS, name=f"b_exp_mant{i}")
-        be = Signal(signed(10), name=f"b_exp_be{i}")
-        m.d.comb += [mant.eq(t + ((d * f[0:EXP_R_BITS]) >> EXP_R_BITS)), be.eq(127 + k)]
-        out = Signal(32, name=f"b_exp{i}")
-        with m.If((e == 0xFF) & (frac != 0)):
-            m.d.comb += out.eq(F32_QNAN)
-        with m.Elif(big | (e == 0xFF)):
-            m.d.comb += out.eq(Mux(s, 0, _INF))
-        with m.Elif(e == 0):
-            m.d.comb += out.eq(_ONE)
-        with m.Elif(be <= 0):
-            m.d.comb += out.eq(0)
-        with m.Else():
-            m.d.comb += out.eq(Cat(mant[0:23], be[0:8], Const(0, 1)))
-        return out
+
+def _mul_norm(m: Module, a: dict, i: int) -> dict:
+    """MUL: the significand product normalised (``sig``, leading one at bit 31), its biased
+    exponent before rounding (``eb``) and the sign."""
+    prod, carry = a["prod"], a["prod"][31]
+    sig = Signal(32, name=f"b_mul_sig{i}")
+    eb = Signal(signed(12), name=f"b_mul_eb{i}")
+    m.d.comb += [sig.eq(Mux(carry, prod, prod << 1)), eb.eq(a["exp"] + carry)]
+    return {"sig": sig, "eb": eb, "sign": a["sign"]}
+
+
+def _mul_round(m: Module, v: dict, i: int) -> dict:
+    """MUL, first half of the rounding: the significand rounded to nearest even (``rnd``, 25 bits:
+    a carry out of bit 23 bumps the exponent), the exponent's range before the bump as flags, and
+    the case that rounds up to ``2**-126`` (:func:`_mul_pack` finishes)."""
+    sig, eb = v["sig"], v["eb"]
+    kept = sig[8:32]
+    up = sig[7] & ((sig[0:7] != 0) | kept[0])
+    rnd = Signal(25, name=f"b_mul_rnd{i}")
+    m.d.comb += rnd.eq(kept + up)
+    # below 2**-126 IEEE rounds on the subnormal grid: from [2**-127, 2**-126) only up to 2**-126
+    return {"rnd": rnd, "e8": eb[0:8], "sign": v["sign"], "tiny": eb <= 0,
+            "tiny_up": (eb == 0) & (sig[9:32] == (1 << 23) - 1) & sig[8], "big": eb >= 0xFF, "top": eb == 0xFE}
+
+
+def _mul_pack(m: Module, v: dict, i: int):
+    """MUL, second half: the exponent bump of a rounding carry, flush below ``2**-126``, overflow to
+    ``+-inf`` (``eb + carry >= 255`` as the flags ``big`` / ``top``: no carry chain), the word."""
+    carry, sign = v["rnd"][24], v["sign"]
+    ef = Signal(8, name=f"b_mul_ef{i}")
+    m.d.comb += ef.eq(v["e8"] + carry)
+    out = Signal(32, name=f"b_mul{i}")
+    with m.If(v["tiny"]):
+        m.d.comb += out.eq(Cat(Const(0, 23), v["tiny_up"], Const(0, 7), sign))
+    with m.Elif(v["big"] | (v["top"] & carry)):
+        m.d.comb += out.eq(Cat(Const(_INF, 31), sign))
+    with m.Else():
+        m.d.comb += out.eq(Cat(Mux(carry, 0, v["rnd"][0:23]), ef, sign))
+    return out

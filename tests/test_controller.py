@@ -43,14 +43,19 @@ def decode_rtl(words):
     out = []
 
     async def tb(ctx):
-        # the top's DECODE (load) then CHECK (read the error code of the registers)
-        for w in words:
+        # the top's FETCH (the word from the memory), DECODE (load) then CHECK (the error code of
+        # the registers); the memory delivers other words meanwhile, which the stages must not see
+        for k, w in enumerate(words):
             ctx.set(dut.word, w)
             ctx.set(dut.pc_overflow, 0)
+            ctx.set(dut.fetch, 1)
+            await ctx.tick()
+            ctx.set(dut.fetch, 0)
+            ctx.set(dut.word, words[(k + 1) % len(words)])
             ctx.set(dut.load, 1)
             await ctx.tick()
             ctx.set(dut.load, 0)
-            ctx.set(dut.word, 0)     # stage 2 reads only the registers
+            ctx.set(dut.word, words[(k + 2) % len(words)])
             out.append(ctx.get(dut.error))
 
     sim = Simulator(dut)

@@ -385,6 +385,30 @@ def test_fpga_flow_reports_dsp_ff_ram_and_fmax(tmp_path, monkeypatch):
     # more port bits than the package has pins: placed out of context
     wide = fpga.place_and_route(toy_verilog(width=40, depth=4, acc_width=120, mem=False), "fetta_toy")
     assert wide.mode == "out-of-context" and wide.dsp >= 4 and wide.fmax > 0
+    # placed inside the timing harness, counted alone: 244 port bits are registered there, the toy has
+    # its 120-bit accumulator (and the memory's read registers)
+    assert 120 <= wide.flip_flops < 200
+    assert wide.critical_path is not None and "dut." not in wide.critical_path
+
+
+def test_timing_harness_registers_every_port():
+    from gen.toolflow.fpga import HARNESS_MODULE, FpgaError, timing_harness
+
+    def netlist(ports):
+        return {"modules": {"m": {"ports": {n: {"direction": d, "bits": list(range(w))} for n, d, w in ports}}}}
+
+    text = timing_harness(netlist([("clk", "input", 1), ("a", "input", 8), ("o[0]", "output", 3)]), "m")
+    assert text.startswith(f"module {HARNESS_MODULE}(clk, a, p2);")
+    assert "always @(posedge clk) input_a_q <= a;" in text
+    assert "always @(posedge clk) output_o_0__q <= output_o_0__q_d;" in text and "assign p2 = output_o_0__q;" in text
+    assert "m dut (.clk(clk), .a(input_a_q), .\\o[0] (output_o_0__q_d));" in text
+    assert text.count("(* keep *) reg") == 2
+    comb = timing_harness(netlist([("a", "input", 8), ("o", "output", 8)]), "m")     # all combinational
+    assert comb.startswith(f"module {HARNESS_MODULE}(a, o, clk);") and "  input clk;" in comb
+    with pytest.raises(FpgaError, match="not a one-bit input"):
+        timing_harness(netlist([("clk", "input", 2)]), "m")
+    with pytest.raises(FpgaError, match="missing"):
+        timing_harness(netlist([]), "n")
 
 
 def test_critical_path_names_the_slowest_clocked_path():

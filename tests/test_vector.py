@@ -75,9 +75,10 @@ def check(config, batches):
         assert [int(v) for v in rn] == n, (VecOp(op).name, "narrow")
 
 
-@pytest.mark.parametrize("latencies", [(1, 1), (2, 3), (1, 4)], ids=lambda x: f"M{x[0]}S{x[1]}")
+@pytest.mark.parametrize("latencies", [(1, 1), (2, 2), (2, 3), (1, 4), (1, 5), (2, 7)], ids=lambda x: f"M{x[0]}S{x[1]}")
 def test_special_values_every_op(latencies):
-    """Every operation on special values, back to back, at several multiplier / adder latencies."""
+    """Every operation on special values, back to back, at several multiplier / adder latencies
+    (every count of :data:`hdl.vfunc.FUNC_CUTS` and registers after the last cut)."""
     rng = np.random.default_rng(1)
     batches = []
     for op in VecOp:
@@ -247,7 +248,7 @@ def test_mul_rounds_up_to_the_smallest_normal():
     check(CFG, batches)
 
 
-@pytest.mark.parametrize("latencies", [(1, 1), (2, 3)], ids=lambda x: f"M{x[0]}S{x[1]}")
+@pytest.mark.parametrize("latencies", [(1, 1), (2, 3), (2, 7)], ids=lambda x: f"M{x[0]}S{x[1]}")
 def test_rom_ops_cover_every_entry(latencies):
     """RTL == reference for RECIP and RSQRT on every ROM entry (all fractions at odd and even
     exponents, the range ends), EXP on all ``x`` of ``2**-4 <= |x| < 128`` (every segment of its

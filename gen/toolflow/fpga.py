@@ -4,7 +4,12 @@ Target (see ``constraints/ecp5_ulx3s_85f.lpf``): Lattice ECP5 LFE5U-85F, speed g
 CABGA381 package, the device of the ULX3S-85F board. The LPF file constrains the clock;
 no pins are assigned. A block whose top-level ports exceed :data:`PACKAGE_IO` is placed
 out of context (``--out-of-context``: no IO buffers, no global clock network), which the
-report records in ``mode``; its Fmax is then that of the logic without the clock tree.
+report records in ``mode``; its Fmax is then that of the logic without the clock tree. Out of
+context the block sits in :func:`timing_harness`, which registers every port (the registers its
+neighbours in the accelerator would be), so that paths from its inputs and to its outputs are
+timed as well as the ones inside it (a block whose logic is all between its ports, such as the
+distribution network, otherwise has no clocked path at all); the resource columns are the
+block's own, from a synthesis of the block alone.
 
 The report (:class:`FpgaResult`) has LUT4 / carry / flip-flop / DSP (MULT18X18D) /
 block RAM (DP16KD) / distributed RAM use from Yosys, the placed utilisation and the
@@ -88,8 +93,10 @@ def _nextpnr() -> list[str]:
 
 
 def _cell_name(cell: str) -> str:
-    """A register's name from its packed nextpnr cell (``acc_TRELLIS_FF_Q_3`` -> ``acc``)."""
-    return re.sub(r"(_TRELLIS_FF_Q|_TRELLIS_IO_IN|\$tr_io|_LUT4_Z|_DP16KD|_MULT18X18D).*$", "", cell)
+    """A register's name from its packed nextpnr cell (``acc_TRELLIS_FF_Q_3`` -> ``acc``; a block's
+    own inside :func:`timing_harness` without the instance prefix ``dut.``)."""
+    return re.sub(r"(_TRELLIS_FF_Q|_TRELLIS_IO_IN|\$tr_io|_LUT4_Z|_DP16KD|_MULT18X18D).*$", "",
+                  cell.removeprefix("dut."))
 
 
 def critical_path(report: Mapping[str, Any]) -> str | None:
@@ -126,6 +133,47 @@ def _port_bits(netlist: Mapping[str, Any], module: str) -> int:
     return sum(len(p["bits"]) for p in mod["ports"].values())
 
 
+#: the Verilog module :func:`timing_harness` wraps a block in
+HARNESS_MODULE = "fetta_timing_harness"
+
+
+def timing_harness(netlist: Mapping[str, Any], module: str) -> str:
+    """A Verilog module :data:`HARNESS_MODULE` with the ports of ``module`` (as the Yosys JSON
+    ``netlist`` lists them), whose every input but ``clk`` passes a register on ``clk`` into
+    ``module`` and whose every output is a register on ``module``'s output (a module without a
+    ``clk`` port, all combinational, gets the harness's own)."""
+    mod = netlist["modules"].get(module)
+    if mod is None:
+        raise FpgaError(f"module {module} missing from the synth_ecp5 netlist", field="yosys")
+    ports = [(name, p["direction"], len(p["bits"])) for name, p in mod["ports"].items()]
+    has_clk = ("clk", "input", 1) in ports
+    if not has_clk and any(name == "clk" for name, _, _ in ports):
+        raise FpgaError(f"module {module}'s port clk is not a one-bit input", field="--top")
+    simple = [re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None for name, _, _ in ports]
+    outer = [name if ok else f"p{k}" for k, ((name, _, _), ok) in enumerate(zip(ports, simple))]
+    lines = [f"module {HARNESS_MODULE}({', '.join(outer + ([] if has_clk else ['clk']))});"]
+    lines += [] if has_clk else ["  input clk;"]
+    conns = []
+    for k, (name, direction, width) in enumerate(ports):
+        rng = f"[{width - 1}:0] " if width > 1 else ""
+        port = name if simple[k] else f"\\{name} "
+        lines.append(f"  {direction} {rng}{outer[k]};")
+        if name == "clk":
+            conns.append(".clk(clk)")
+            continue
+        reg = f"{direction}_{re.sub(r'[^A-Za-z0-9_]', '_', name)}_q"      # e.g. input_ia__data_q
+        lines.append(f"  (* keep *) reg {rng}{reg};")
+        if direction == "input":
+            lines.append(f"  always @(posedge clk) {reg} <= {outer[k]};")
+            conns.append(f".{port}({reg})")
+        else:
+            lines += [f"  wire {rng}{reg}_d;", f"  always @(posedge clk) {reg} <= {reg}_d;",
+                      f"  assign {outer[k]} = {reg};"]
+            conns.append(f".{port}({reg}_d)")
+    lines += [f"  {module} dut ({', '.join(conns)});", "endmodule"]
+    return "\n".join(lines) + "\n"
+
+
 def place_and_route(verilog: str, module: str, *, top: str | None = None, target: str = DEFAULT_TARGET,
                     timeout: float | None = None, seed: int = 1, cache: bool = True,
                     config: Mapping[str, Any] | None = None) -> FpgaResult:
@@ -137,7 +185,7 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
     freq = lpf_frequency(lpf)
     yosys, version = find_yosys()
     nextpnr = _nextpnr()
-    key = hashlib.sha256("\0".join([verilog, module, target, lpf.read_text(), version, str(seed)])
+    key = hashlib.sha256("\0".join([verilog, module, target, lpf.read_text(), version, str(seed), HARNESS_MODULE])
                          .encode()).hexdigest()[:20]
     cfile = CACHE_DIR / f"fpga-{module}-{key}.json"
     if cache and cfile.exists():
@@ -155,20 +203,29 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
     with tempfile.TemporaryDirectory(prefix="fetta-fpga-") as tmp:
         tdir = Path(tmp)
         (tdir / "design.v").write_text(verilog)
-        script = (f"read_verilog -sv design.v\nsynth_ecp5 -top {module} -json design.json\n"
-                  f"tee -o stat.txt stat\n")
-        (tdir / "ecp5.ys").write_text(script)
-        try:
-            p = subprocess.run([yosys, "-q", "-s", "ecp5.ys"], cwd=tdir, capture_output=True, text=True,
-                               timeout=left())
-        except subprocess.TimeoutExpired:
-            raise FpgaError(f"synth_ecp5 of {module} did not finish within {timeout:.0f} s", field="timeout") from None
-        if p.returncode != 0 or not (tdir / "design.json").exists():
-            err = next((ln for ln in (p.stderr + p.stdout).splitlines() if "ERROR" in ln), p.stderr[-300:])
-            raise FpgaError(f"synth_ecp5 failed on {module}: {err.strip()}", field="yosys")
+
+        def yosys_run(script: str) -> None:
+            (tdir / "ecp5.ys").write_text(script)
+            try:
+                p = subprocess.run([yosys, "-q", "-s", "ecp5.ys"], cwd=tdir, capture_output=True, text=True,
+                                   timeout=left())
+            except subprocess.TimeoutExpired:
+                raise FpgaError(f"synth_ecp5 of {module} did not finish within {timeout:.0f} s",
+                                field="timeout") from None
+            if p.returncode != 0 or not (tdir / "design.json").exists():
+                err = next((ln for ln in (p.stderr + p.stdout).splitlines() if "ERROR" in ln), p.stderr[-300:])
+                raise FpgaError(f"synth_ecp5 failed on {module}: {err.strip()}", field="yosys")
+
+        yosys_run(f"read_verilog -sv design.v\nsynth_ecp5 -top {module} -json design.json\ntee -o stat.txt stat\n")
         cells, _ = parse_stat((tdir / "stat.txt").read_text())
-        bits = _port_bits(json.loads((tdir / "design.json").read_text()), module)
+        netlist = json.loads((tdir / "design.json").read_text())
+        bits = _port_bits(netlist, module)
         mode = "in-context" if bits <= PACKAGE_IO else "out-of-context"
+        if mode == "out-of-context":
+            # placed and routed inside the harness; the resource counts above are the block's alone
+            (tdir / "harness.v").write_text(timing_harness(netlist, module))
+            (tdir / "design.json").unlink()
+            yosys_run(f"read_verilog -sv design.v harness.v\nsynth_ecp5 -top {HARNESS_MODULE} -json design.json\n")
         cmd = [*nextpnr, dev, "--package", package, "--speed", speed, "--json", "design.json",
                "--report", "report.json", "--seed", str(seed), "--threads", "1", "--timing-allow-fail"]
         if mode == "in-context":
