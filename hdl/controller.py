@@ -1,8 +1,8 @@
 """Controller decode stage: instruction fields, per-CE address offsets and the static checks.
 
 :class:`Decoder` is a three-stage pipeline over the controller's FETCH, DECODE and CHECK cycles.
-The top reads the instruction memory one cycle ahead (the address is the next ``pc`` while the
-previous instruction ends), so the word leaves the memory in FETCH. Stage 1a (FETCH) works on that
+The top reads the instruction memory two cycles ahead (the address is the next ``pc`` while the
+previous instruction runs) through the memory's output register, so the word is a register in FETCH. Stage 1a (FETCH) works on that
 word: it splits it (layout :data:`gen.design.isa.LAYOUT`), computes the spatial address offset of
 every CE (IA, IB) and of every reduction group (output), and every product of a loop bound and a
 stride that the range checks add up, and registers them with the word (``fetch_word``,
@@ -76,7 +76,7 @@ class Decoder(wiring.Component):
     Ports
     -----
     word : In(INSTR_BITS)
-        The instruction as the instruction memory delivers it (the top's FETCH cycle).
+        The instruction, from the instruction memory's output register (the top's FETCH cycle).
     fetch : In(1)
         Register ``word`` and everything stage 1a computes from it (the top's FETCH state).
     load : In(1)

@@ -262,9 +262,7 @@ class Fetta(wiring.Component):
         m.submodules.amem = amem = P["amem"](cfg)
         m.submodules.tcu = tcu = P["tcu"](cfg)
         m.submodules.dec = dec = Decoder(cfg)
-        m.submodules.imem = imem = Memory(shape=unsigned(INSTR_BITS), depth=cfg.imem_depth, init=[])
-        im_w = imem.write_port()
-        im_r = imem.read_port()
+        im_w, im_r, imem_q = _imem(m, cfg)
         m.submodules.gemm = gemm = GemmIssue(cfg)
         m.submodules.out = out = DrainQueue(cfg)
         m.submodules.move = move = ChunkSequencer(rows=cfg.banks, stages=1)
@@ -275,7 +273,7 @@ class Fetta(wiring.Component):
         run = _RunState(cfg)
         m.d.comb += [self.busy.eq(run.busy), self.pc.eq(run.pc), self.cycles.eq(run.cycles),
                      self.done.eq(run.done), self.error.eq(run.error), self.host_err.eq(run.host_err),
-                     dec.word.eq(im_r.data), dec.pc_overflow.eq(run.pc_over)]
+                     dec.word.eq(imem_q), dec.pc_overflow.eq(run.pc_over)]
         with m.If(run.busy):
             m.d.sync += run.cycles.eq(run.cycles + 1)
         # the decoder's outputs are registers loaded in DECODE, held for the whole instruction
@@ -515,7 +513,7 @@ class Fetta(wiring.Component):
 
     def _fsm(self, m, run, dec, im_r, gemm, out, move, vec, dma) -> None:
         """The controller FSM: IDLE / HALTED wait for ``start``; per instruction FETCH (the word, read
-        a cycle before; decoder stage 1a), DECODE (stage 1b), CHECK (the decoder's stage 2 error code: end the run, or start
+        two cycles before; decoder stage 1a), DECODE (stage 1b), CHECK (the decoder's stage 2 error code: end the run, or start
         the instruction's sequencers), then MOVE or VEC until the last row is written; after a
         GEMM's CHECK the next FETCH follows at once (the GEMM issues and drains meanwhile). CHECK
         waits as :mod:`gen.design.control` states: a GEMM that may overlap the GEMMs in flight for
@@ -523,8 +521,9 @@ class Fetta(wiring.Component):
         every GEMM has written its last row. A DMA load / store starts the DMA engine once it is idle
         and the next FETCH follows; a DMA wait, HALT and a failing instruction also wait for it."""
         op = dec.f_opcode
-        with m.FSM(name="ctrl") as fsm:   # the memory is read a cycle ahead (START: pc 0, else pc + 1)
-            m.d.comb += [im_r.addr.eq(Mux(fsm.ongoing("START"), run.pc, run.pc + 1)),
+        with m.FSM(name="ctrl") as fsm:   # imem_q holds in FETCH the word read 2 cycles before: pc + 1
+            idle = fsm.ongoing("IDLE") | fsm.ongoing("HALTED") | fsm.ongoing("START")
+            m.d.comb += [im_r.addr.eq(Mux(idle, 0, run.pc + 1)),
                          dec.fetch.eq(fsm.ongoing("FETCH"))]
             def wait_for_start():
                 with m.If(self.start):
@@ -582,6 +581,16 @@ class Fetta(wiring.Component):
                     with m.If(last):
                         m.d.sync += run.pc.eq(run.pc + 1)
                         m.next = "FETCH"
+
+
+def _imem(m: Module, cfg: FettaConfig):
+    """The instruction memory (submodule ``imem``): its write port, its read port and the read
+    port's output register ``imem_q`` (the word a FETCH sees was addressed two cycles before)."""
+    m.submodules.imem = imem = Memory(shape=unsigned(INSTR_BITS), depth=cfg.imem_depth, init=[])
+    im_r = imem.read_port()
+    imem_q = Signal(INSTR_BITS, name="imem_q")
+    m.d.sync += imem_q.eq(im_r.data)
+    return imem.write_port(), im_r, imem_q
 
 
 def build(config: FettaConfig) -> Fetta:
