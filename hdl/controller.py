@@ -1,18 +1,18 @@
 """Controller decode stage: instruction fields, per-CE address offsets and the static checks.
 
-:class:`Decoder` is a three-stage pipeline over the controller's FETCH, DECODE and CHECK cycles.
-The top reads the instruction memory two cycles ahead (the address is the next ``pc`` while the
-previous instruction runs) through the memory's output register, so the word is a register in FETCH. Stage 1a (FETCH) works on that
-word: it splits it (layout :data:`gen.design.isa.LAYOUT`), computes the spatial address offset of
-every CE (IA, IB) and of every reduction group (output), and every product of a loop bound and a
-stride that the range checks add up, and registers them with the word (``fetch_word``,
-``p_<term>``, ``f_<offset>``). Stage 1b (DECODE) works on those registers: the dataflow outputs and
-the largest row each access range reaches (the sums of the products), registered with the word.
-Stage 2 (CHECK) computes the error code of :func:`gen.design.isa.check`, in the same order of
-precedence, from those registers: the comparisons, the bank-conflict and routing checks and the
-priority chain. During execution every output is a register, so the address generators start
-from registers (no decoder logic on the address path), no stage has the memory's output or a
-multiplier in front of an adder tree, and the three stages cost no cycle.
+:class:`Decoder` is a three-stage pipeline over the controller's FETCH, DECODE and CHECK cycles. The top
+reads the instruction memory two cycles ahead (the address is the next ``pc`` while the previous
+instruction runs) through the memory's output register, so the word is a register in FETCH. Stage 1a
+(FETCH) works on that word: it splits it (layout :data:`gen.design.isa.LAYOUT`), computes the spatial
+address offset of every CE (IA, IB) and of every reduction group (output), and every product of a loop
+bound and a stride that the range checks add up, and registers them with the word (``f_word``,
+``f_t_<term>``, ``f_<offset>``). Stage 1b (DECODE) works on those registers: the dataflow outputs and the
+largest row each access range reaches (the sums of the products), registered with the word. Stage 2
+(CHECK) computes the error code of :func:`gen.design.isa.check`, in the same order of precedence, from
+those registers: the comparisons, the bank-conflict and routing checks and the priority chain. During
+execution every output is a register, so the address generators start from registers (no decoder logic on
+the address path), no stage has the memory's output or a multiplier in front of an adder tree, and the
+three stages cost no cycle.
 
 Because every address is ``base + temporal + spatial`` with unsigned strides, these checks made once
 per instruction are exact: an instruction that passes never leaves its range
@@ -39,6 +39,7 @@ from gen.design.config import FettaConfig
 from gen.design.isa import (ADDR_BITS, BOUND_BITS, CE_MODE, DRAM_ADDR_BITS, INSTR_BITS, LAYOUT, LOG_GRID_BITS,
                             STRIDE_BITS, CEMode, Dataflow, DmaMode, ErrorCode, Flag, Geometry, Opcode, VecOp)
 
+from hdl.pipe import hold
 from hdl.red_net import MODE_BITS, SwitchMode
 from hdl.sequencer import tile_step_shape
 
@@ -118,7 +119,8 @@ class Decoder(wiring.Component):
         self._ce_index = unsigned(max(1, (E - 1).bit_length()))
         off = offset_bits(config)
         steps = tile_step_shape(config)
-        members = {"word": In(INSTR_BITS), "fetch": In(1), "load": In(1), "pc_overflow": In(1), "error": Out(ErrorCode),
+        members = {"word": In(INSTR_BITS), "fetch": In(1), "load": In(1), "pc_overflow": In(1),
+                   "error": Out(ErrorCode),
                    "a_off": Out(off).array(E), "b_off": Out(off).array(E),
                    "o_off": Out(off).array(E), "active": Out(E), "group_active": Out(E),
                    "stationary": Out(1), "horizontal": Out(1), "ce_mode": Out(CEMode),
@@ -131,32 +133,19 @@ class Decoder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         ins = Signal(INSTR_BITS, name="ins")
-        fw = Signal(INSTR_BITS, name="fetch_word")
-        raw, w, f = {}, {}, {}
+        raw, f = {}, {}
         for name, (pos, bits) in LAYOUT.items():
             raw[name] = self.word[pos:pos + bits]
-            w[name] = fw[pos:pos + bits]
             f[name] = getattr(self, f"f_{name}")
             m.d.comb += f[name].eq(ins[pos:pos + bits])
         # stage 1a (FETCH): on the word as it leaves the instruction memory, registered with it
         grid_r = self._grid(m, raw, "r_")
         flow_r = self._dataflow(m, raw, "r_", ("stationary", "loads", "out_rows"))
         early = {**self._offsets(m, raw, grid_r), **_products(self._cfg, self._geo, raw, grid_r, flow_r)}
-        fetched = {}
-        for name, sig in early.items():
-            if isinstance(sig, list):
-                fetched[name] = [Signal.like(x, name=f"f_{x.name.removeprefix('r_')}") for x in sig]
-            else:
-                fetched[name] = Signal(Value.cast(sig).shape(), name=f"p_{name}" if name.startswith("t_") else
-                                       f"f_{name}")
-        with m.If(self.fetch):
-            m.d.sync += fw.eq(self.word)
-            for name, sig in early.items():
-                if isinstance(sig, list):
-                    m.d.sync += [r.eq(x) for r, x in zip(fetched[name], sig)]
-                else:
-                    m.d.sync += fetched[name].eq(sig)
+        fetched = hold(m, self.fetch, {"word": self.word, **early}, "f_")
         # stage 1b (DECODE): on the fetched word and stage 1a's registers, registered with the word
+        fw = fetched["word"]
+        w = {name: fw[pos:pos + bits] for name, (pos, bits) in LAYOUT.items()}
         grid_d = self._grid(m, w, "d_")
         flow_d = self._dataflow(m, w, "d_")
         offs_d = {k: fetched[k] for k in ("a_off", "b_off", "o_off", "active", "group_active")}

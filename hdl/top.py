@@ -512,14 +512,14 @@ class Fetta(wiring.Component):
             m.d.comb += [vu.x[j * RW:(j + 1) * RW].eq(vx), vu.y[j * AW:(j + 1) * AW].eq(vy)]
 
     def _fsm(self, m, run, dec, im_r, gemm, out, move, vec, dma) -> None:
-        """The controller FSM: IDLE / HALTED wait for ``start``; per instruction FETCH (the word, read
-        two cycles before; decoder stage 1a), DECODE (stage 1b), CHECK (the decoder's stage 2 error code: end the run, or start
-        the instruction's sequencers), then MOVE or VEC until the last row is written; after a
-        GEMM's CHECK the next FETCH follows at once (the GEMM issues and drains meanwhile). CHECK
-        waits as :mod:`gen.design.control` states: a GEMM that may overlap the GEMMs in flight for
-        the last cycle of the previous one's issue and a free output context, anything else until
-        every GEMM has written its last row. A DMA load / store starts the DMA engine once it is idle
-        and the next FETCH follows; a DMA wait, HALT and a failing instruction also wait for it."""
+        """The controller FSM: IDLE / HALTED wait for ``start``; per instruction FETCH (the word, read two
+        cycles before; decoder stage 1a), DECODE (stage 1b), CHECK (the decoder's stage 2 error code: end
+        the run, or start the instruction's sequencers), then MOVE or VEC until the last row is written;
+        after a GEMM's CHECK the next FETCH follows at once (the GEMM issues and drains meanwhile). CHECK
+        waits as :mod:`gen.design.control` states: a GEMM that may overlap the GEMMs in flight for the
+        last cycle of the previous one's issue and a free output context, anything else until every GEMM
+        has written its last row. A DMA load / store starts the DMA engine once it is idle and the next
+        FETCH follows; a DMA wait, HALT and a failing instruction also wait for it."""
         op = dec.f_opcode
         with m.FSM(name="ctrl") as fsm:   # imem_q holds in FETCH the word read 2 cycles before: pc + 1
             idle = fsm.ongoing("IDLE") | fsm.ongoing("HALTED") | fsm.ongoing("START")

@@ -126,11 +126,15 @@ def lpf_frequency(path: Path) -> float:
     return float(m.group(1))
 
 
-def _port_bits(netlist: Mapping[str, Any], module: str) -> int:
+def _module(netlist: Mapping[str, Any], module: str) -> Mapping[str, Any]:
     mod = netlist["modules"].get(module)
     if mod is None:
         raise FpgaError(f"module {module} missing from the synth_ecp5 netlist", field="yosys")
-    return sum(len(p["bits"]) for p in mod["ports"].values())
+    return mod
+
+
+def _port_bits(netlist: Mapping[str, Any], module: str) -> int:
+    return sum(len(p["bits"]) for p in _module(netlist, module)["ports"].values())
 
 
 #: the Verilog module :func:`timing_harness` wraps a block in
@@ -142,10 +146,7 @@ def timing_harness(netlist: Mapping[str, Any], module: str) -> str:
     ``netlist`` lists them), whose every input but ``clk`` passes a register on ``clk`` into
     ``module`` and whose every output is a register on ``module``'s output (a module without a
     ``clk`` port, all combinational, gets the harness's own)."""
-    mod = netlist["modules"].get(module)
-    if mod is None:
-        raise FpgaError(f"module {module} missing from the synth_ecp5 netlist", field="yosys")
-    ports = [(name, p["direction"], len(p["bits"])) for name, p in mod["ports"].items()]
+    ports = [(name, p["direction"], len(p["bits"])) for name, p in _module(netlist, module)["ports"].items()]
     has_clk = ("clk", "input", 1) in ports
     if not has_clk and any(name == "clk" for name, _, _ in ports):
         raise FpgaError(f"module {module}'s port clk is not a one-bit input", field="--top")
