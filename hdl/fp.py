@@ -257,17 +257,15 @@ def _specials(v):
 
 
 def _add_compare(m: Module, cuts, a, b):
-    """Stage ``compare``: the operand classes, the magnitude compare of the operands (a 31-bit
-    carry chain) and, from the exponents alone (two 9-bit subtractions in parallel with it), the
-    larger exponent, the alignment shift and the operand order: the significand of the operand
-    with the larger exponent is ``fx``, the other one ``fy``. With equal exponents the order can
-    be wrong (``fy > fx``); the shift is 0 then, and the add stage subtracts the other way round
-    (``reverse``), so the magnitude compare drives no multiplexer here."""
+    """Stage ``compare``: the operand classes and, from the exponents alone (two 9-bit
+    subtractions), the larger exponent, the alignment shift and the operand order: the significand
+    of the operand with the larger exponent is ``fx``, the other one ``fy``. With equal exponents
+    the order can be wrong (``fy > fx``); the align stage finds that from ``fx`` and ``fy`` (the
+    shift is 0 then) and the add stage subtracts the other way round (``reverse``), so no
+    magnitude compare of the whole operands sits behind the PE's addend multiplexer."""
     ea, fa = a[23:31], a[0:23]
     eb, fb = b[23:31], b[0:23]
     classes = _add_classes(a, b)
-    swap = Signal(name="swap")  # b has the larger magnitude
-    m.d.comb += swap.eq(Cat(fb, eb) > Cat(fa, ea))
     diffs = []
     for tag, (e_hi, e_lo) in (("ab", (ea, eb)), ("ba", (eb, ea))):
         diff = Signal(9, name=f"exp_diff_{tag}")
@@ -280,13 +278,14 @@ def _add_compare(m: Module, cuts, a, b):
     m.d.comb += shamt.eq(Mux(b_larger, diffs[1][:8], diffs[0][:8]))
     ex, fx, fy = Signal(8, name="ex"), Signal(23, name="fx"), Signal(23, name="fy")
     m.d.comb += [ex.eq(Mux(b_larger, eb, ea)), fx.eq(Mux(b_larger, fb, fa)), fy.eq(Mux(b_larger, fa, fb))]
-    return stage(m, cuts, "compare", **classes, swap=swap, b_larger=b_larger, fx=fx, fy=fy, ex=ex, shamt=shamt)
+    return stage(m, cuts, "compare", **classes, b_larger=b_larger, fx=fx, fy=fy, ex=ex, shamt=shamt)
 
 
 def _add_align(m: Module, cuts, v):
     """Stage ``align``: the 27-bit alignment shift of ``fy`` (hidden bit and three extra bits) and
     its sticky bit (a mask built from the shift amount in parallel with the shifter); beside them
-    the larger exponent plus one, the sign of the larger operand and the special-case flags."""
+    the larger exponent plus one, the operand order at equal exponents (``reverse``: a 23-bit
+    compare of ``fy`` and ``fx``) and the special-case flags."""
     my = Signal(27, name="my")
     m.d.comb += my.eq(Cat(Const(0, 3), v["fy"], Const(1, 1)))
     # a zero operand (exponent 0, DAZ) is the smaller one (both zero is a special case) and adds
@@ -302,22 +301,27 @@ def _add_align(m: Module, cuts, v):
     # the exponent of a carry out of the add; the normalisation works from it
     e1 = Signal(8, name="ex_plus1")  # wraps only for ex = 255, a special case
     m.d.comb += e1.eq(v["ex"] + 1)
-    sx, reverse = Signal(name="sx"), Signal(name="reverse")
-    m.d.comb += [sx.eq(Mux(v["swap"], v["b_sign"], v["a_sign"])), reverse.eq(v["swap"] & ~v["b_larger"])]
-    return stage(m, cuts, "align", **_add_specials(m, v), sx=sx, ex=v["ex"], e1=e1, reverse=reverse,
+    # equal exponents (shift 0: then fx is a's significand, fy b's) and b's significand larger
+    reverse = Signal(name="reverse")
+    m.d.comb += reverse.eq((v["shamt"] == 0) & (v["fy"] > v["fx"]))
+    return stage(m, cuts, "align", **_add_specials(m, v), ex=v["ex"], e1=e1, reverse=reverse,
+                  a_sign=v["a_sign"], b_sign=v["b_sign"], b_larger=v["b_larger"],
                   subtract=v["a_sign"] ^ v["b_sign"], fx=v["fx"], my=my_shifted, sticky=sticky)
 
 
 def _add_sum(m: Module, cuts, v):
     """Stages ``add`` (the 28-bit add or subtract: one carry chain; a subtraction inverts one
-    operand, ``fy`` if not ``reverse``, and sets the carry-in) and ``lzc`` (the leading-zero count of
+    operand, ``fy`` if not ``reverse``, and sets the carry-in; beside it the sign of the operand
+    with the larger magnitude) and ``lzc`` (the leading-zero count of
     the sum, the exact cancellation flag)."""
     sub, rev = v["subtract"], v["reverse"]
+    sx = Signal(name="sx")  # the sign of the operand with the larger magnitude
+    m.d.comb += sx.eq(Mux(v["b_larger"] | rev, v["b_sign"], v["a_sign"]))
     mx = Cat(Const(0, 3), v["fx"], Const(1, 1), Const(0, 1))
     my = Cat(v["my"][0] | v["sticky"], v["my"][1:27], Const(0, 1))
     raw = Signal(28, name="raw_sum")  # the larger magnitude minus the smaller: no wrap
     m.d.comb += raw.eq((mx ^ (sub & rev).replicate(28)) + (my ^ (sub & ~rev).replicate(28)) + sub)
-    v = stage(m, cuts, "add", **_specials(v), sx=v["sx"], ex=v["ex"], e1=v["e1"], raw=raw)
+    v = stage(m, cuts, "add", **_specials(v), sx=sx, ex=v["ex"], e1=v["e1"], raw=raw)
     lz = _leading_zeros(m, v["raw"][0:27], "lzc")
     cancel = Signal(name="cancel")
     m.d.comb += cancel.eq(v["raw"] == 0)
@@ -383,8 +387,8 @@ class FP32Add(wiring.Component):
     ----------
     stages : int
         Inner pipeline registers, 0 .. 6, at the cut points of :data:`ADD_CUTS`
-        (``compare``: after the magnitude compare, the exponent difference, the operand order by
-        exponent and the operand classes; ``align``: after the alignment shift and sticky;
+        (``compare``: after the exponent difference, the operand order by exponent and the
+        operand classes; ``align``: after the alignment shift and sticky;
         ``add``: after the 28-bit add/subtract; ``lzc``: after the leading-zero count; ``norm``:
         after the normalising shift and the exponent; ``round``: after the rounding increment).
 
@@ -397,8 +401,8 @@ class FP32Add(wiring.Component):
         operand pair per cycle.
 
     Logic depth (combinational: the critical path of the PE): 9-bit exponent subtractions and
-    the order multiplexers (beside them the 31-bit magnitude compare), 27-bit barrel shift right
-    (the sticky bit from a mask built in parallel), 28-bit add/subtract, 27-bit leading-zero count
+    the order multiplexers, 27-bit barrel shift right (the sticky bit from a mask built in
+    parallel, the 23-bit significand compare at equal exponents beside it), 28-bit add/subtract, 27-bit leading-zero count
     (a 5-level tree), 27-bit barrel shift left (beside it the 8-bit exponent subtractions and
     compares), 24-bit rounding increment, special-case muxes; ``docs/synthesis.md`` has the ECP5
     Fmax per stage count.

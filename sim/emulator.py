@@ -23,6 +23,10 @@ DRAM the DMA instructions move to and from (``uint8``, byte ``a`` at DRAM byte a
 beat's rows are packed lane 0 of its first row in the low bits, little-endian, as the AXI4 bus
 carries them). A DMA load / store takes effect at its CHECK: it only touches the half the run does
 not use and DMA transfers run one at a time, so nothing can tell it from the engine's timing.
+
+Beside every image the emulator keeps which elements are **unknown** (``unified_x``, ``accum_x``,
+``dram_x``; :mod:`sim.unknown`): the memories start unknown, as an SRAM macro powers up, and the
+host writes them through :meth:`Emulator.write_unified` / :meth:`Emulator.write_accum`.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from gen.design.isa import (DmaMode, ErrorCode, Flag, Geometry, Instr, Opcode, c
                             gemm_macs, group_offsets, horizontal, loads, stationary, transposed)
 
 from sim import bf16 as fp
+from sim.unknown import bytes_to_elements, elements_to_bytes, gemm_unknown, vec_unknown
 from sim.vector_ref import vec_ref
 from gen.errors import ConfigError, FettaError
 
@@ -74,6 +79,10 @@ class Emulator:
         g = self.geo
         self.unified = np.zeros((2, g.unified_half_rows, g.lanes), np.uint64)
         self.accum = np.zeros((g.accum_rows, g.lanes), np.uint64)
+        #: unknown elements (:mod:`sim.unknown`): never written, or computed from an unknown one
+        self.unified_x = np.ones(self.unified.shape, bool)
+        self.accum_x = np.ones(self.accum.shape, bool)
+        self.dram_x = np.zeros(dram_bytes, bool)          # the host's memory: known
         if not self.is_float and config.int_acc_width > 64:
             raise ConfigError("the emulator holds integer accumulators in 64 bits; must be <= 64",
                               field="int_acc_width")
@@ -89,6 +98,16 @@ class Emulator:
         if at + len(words) > self.geo.imem_depth:
             raise ValueError(f"program of {len(words)} instructions exceeds imem_depth {self.geo.imem_depth}")
         self.imem[at:at + len(words)] = words
+
+    def write_unified(self, half: int, addr: int, bits: np.ndarray) -> None:
+        """The host writes rows ``addr ..`` of ``half`` (bit patterns ``[rows, lanes]``): known."""
+        self.unified[half, addr:addr + len(bits)] = bits
+        self.unified_x[half, addr:addr + len(bits)] = False
+
+    def write_accum(self, addr: int, bits: np.ndarray) -> None:
+        """The host writes accumulation rows ``addr ..`` (bit patterns ``[rows, lanes]``): known."""
+        self.accum[addr:addr + len(bits)] = bits
+        self.accum_x[addr:addr + len(bits)] = False
 
     # value <-> bit-pattern helpers ---------------------------------------------------
     def to_elem_bits(self, values: np.ndarray) -> np.ndarray:
@@ -146,10 +165,11 @@ class Emulator:
         l1, l0 = np.meshgrid(np.arange(ins.L1), np.arange(ins.L0), indexing="ij")
         return (l0 * getattr(ins, f"{op}_sl0") + l1 * getattr(ins, f"{op}_sl1")).reshape(-1)
 
-    def _gather(self, ins: Instr, op: str, half: int, count: int | None = None) -> np.ndarray:
-        """Rows streamed to every CE: ``[tiles, ces, count (default K), lanes]`` (bit patterns); with
-        the operand's transpose layer (:class:`gen.design.isa.Transpose`) lane ``off mod lanes`` of
-        the ``lanes`` rows of the CE's block."""
+    def _gather(self, ins: Instr, op: str, half: int, count: int | None = None, mem=None) -> np.ndarray:
+        """Rows streamed to every CE: ``[tiles, ces, count (default K), lanes]`` (bit patterns, or of
+        ``mem``: ``unified_x``); with the operand's transpose layer (:class:`gen.design.isa.Transpose`)
+        lane ``off mod lanes`` of the ``lanes`` rows of the CE's block."""
+        mem = self.unified if mem is None else mem
         count = ins.K if count is None else count
         L = self.geo.lanes
         offs = np.asarray(ce_offsets(ins, op))
@@ -158,8 +178,8 @@ class Emulator:
                 + (offs - offs % L if tr else offs)[None, :, None]
                 + np.arange(count)[None, None, :] * getattr(ins, f"{op}_sk"))
         if not tr:
-            return self.unified[half][addr]
-        rows = self.unified[half][addr[..., None] + np.arange(L)]          # [T, E, count, i, lanes]
+            return mem[half][addr]
+        rows = mem[half][addr[..., None] + np.arange(L)]          # [T, E, count, i, lanes]
         lane = np.broadcast_to((offs % L)[None, :, None, None, None], rows.shape[:-1] + (1,))
         return np.take_along_axis(rows, lane, axis=-1)[..., 0]
 
@@ -202,6 +222,7 @@ class Emulator:
             T, G, R, C = psum_bits.shape
             L = self.geo.lanes
             psum_bits = psum_bits.reshape(T, G // L, L, R, C).transpose(0, 1, 4, 3, 2).reshape(T, G, R, C)
+        unknown = self._gemm_unknown(ins, half)
         o_tiles = self._tiles(ins, "o")
         goff = np.asarray(group_offsets(ins))
         write_back = bool(ins.flags & Flag.WB)
@@ -211,12 +232,32 @@ class Emulator:
         for t, i in order:
             accumulate = bool(ins.flags & Flag.ACC) or (bool(ins.flags & Flag.ACC_L0) and t % ins.L0 > 0)
             addr = ins.o_base + o_tiles[t] + goff + i * ins.o_sk
-            new = psum_bits[t, :, i, :]
+            new, new_x = psum_bits[t, :, i, :], unknown[t, :, i, :]
             if accumulate:
-                new = self._acc_add(self.accum[addr], new)
-            self.accum[addr] = new
+                new, new_x = self._acc_add(self.accum[addr], new), new_x | self.accum_x[addr]
+            self.accum[addr], self.accum_x[addr] = new, new_x
             if write_back:
-                self.unified[half][ins.w_base + (addr - ins.o_base)] = self._narrow(new)
+                w = ins.w_base + (addr - ins.o_base)
+                self.unified[half][w], self.unified_x[half][w] = self._narrow(new), new_x
+
+    def _gemm_unknown(self, ins: Instr, half: int) -> np.ndarray:
+        """Unknown elements of the reduced Psums ``[T, G, rows, C]``: a group's output
+        is unknown when one of its CEs' is (:func:`sim.unknown.gemm_unknown`)."""
+        g = self.geo
+        if stationary(ins.mode):
+            a_x = self._gather(ins, "a", half, mem=self.unified_x)[..., : g.ce_rows]
+            b_x = self._gather(ins, "b", half, loads(ins, g), mem=self.unified_x)[..., : g.lanes]
+            b_x = np.swapaxes(b_x, 2, 3) if horizontal(ins.mode) else b_x
+        else:
+            a_x = self._gather(ins, "a", half, mem=self.unified_x)[..., : g.ce_rows]
+            b_x = self._gather(ins, "b", half, mem=self.unified_x)[..., : g.ce_cols]
+        x = gemm_unknown(a_x, b_x, stationary(ins.mode))
+        T, E, R, C = x.shape
+        x = x.reshape(T, E // ins.gk, ins.gk, R, C).any(axis=2)
+        if transposed(ins, "o"):
+            L = g.lanes
+            x = x.reshape(T, x.shape[1] // L, L, R, C).transpose(0, 1, 4, 3, 2).reshape(x.shape)
+        return x
 
     def _acc_add(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
         if self.is_float:
@@ -245,11 +286,13 @@ class Emulator:
         u, a = self._move_rows(ins)
         for sl in self._chunks(ins.K, self.geo.banks, a):
             self.accum[a[sl]] = self._widen(self.unified[half][u[sl]])
+            self.accum_x[a[sl]] = self.unified_x[half][u[sl]]
 
     def _store(self, ins: Instr, half: int) -> None:
         u, a = self._move_rows(ins)
         for sl in self._chunks(ins.K, self.geo.banks, u):
             self.unified[half][u[sl]] = self._narrow(self.accum[a[sl]])
+            self.unified_x[half][u[sl]] = self.accum_x[a[sl]]
 
     @staticmethod
     def _chunks(K: int, rows: int, written: np.ndarray, read: np.ndarray | None = None) -> list[slice]:
@@ -272,9 +315,10 @@ class Emulator:
             chunks = self._chunks(ins.K, self.geo.vec_rows, w, u)
         for sl in chunks:
             o, nar = vec_ref(self.config, ins.mode, ins.scalar, self.unified[half][u[sl]], self.accum[a[sl]])
-            self.accum[a[sl]] = o
+            o_x = vec_unknown(ins.mode, self.unified_x[half][u[sl]], self.accum_x[a[sl]], self.is_float)
+            self.accum[a[sl]], self.accum_x[a[sl]] = o, o_x
             if wb:
-                self.unified[half][w[sl]] = nar
+                self.unified[half][w[sl]], self.unified_x[half][w[sl]] = nar, o_x
 
     def _dma(self, ins: Instr, half: int) -> None:
         """DMA load / store of ``K`` beats between ``dram`` from ``a_sel`` and the rows of ``half``
@@ -286,7 +330,10 @@ class Emulator:
                                  field="a_sel")
         rows = slice(ins.a_base, ins.a_base + ins.K * g.dma_rows)
         dram = slice(ins.a_sel, ins.a_sel + nbytes)
+        if len(self.dram_x) != len(self.dram):    # the caller replaced the DRAM: its bytes are known
+            self.dram_x = np.zeros(len(self.dram), bool)
         if ins.mode == DmaMode.LOAD:
+            self.unified_x[half][rows] = bytes_to_elements(self.dram_x[dram], g.lanes, eb)
             bits = np.unpackbits(self.dram[dram].reshape(-1, 1), axis=1, bitorder="little")
             bits = bits.reshape(-1, g.lanes, eb)
             weights = np.uint64(1) << np.arange(eb, dtype=np.uint64)
@@ -295,6 +342,7 @@ class Emulator:
             v = np.ascontiguousarray(self.unified[half][rows]).astype("<u8").view(np.uint8).reshape(-1, g.lanes, 8)
             bits = np.unpackbits(v, axis=2, bitorder="little")[:, :, :eb]
             self.dram[dram] = np.packbits(bits.reshape(-1), bitorder="little")
+            self.dram_x[dram] = elements_to_bytes(self.unified_x[half][rows], eb)
 
 
 def _signed(bits: np.ndarray, width: int) -> np.ndarray:

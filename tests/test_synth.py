@@ -382,9 +382,17 @@ def test_fpga_flow_reports_dsp_ff_ram_and_fmax(tmp_path, monkeypatch):
     assert set(res.fmax_mhz) == {"clk"}
     again = fpga.place_and_route(toy_verilog(width=8, depth=16, acc_width=24), "fetta_toy")
     assert again.cached and again.fmax == res.fmax
+    # the harness forced on a block that fits the pins: another run, out of context, the same resources
+    boxed = fpga.place_and_route(toy_verilog(width=8, depth=16, acc_width=24), "fetta_toy", harness=True)
+    assert boxed.mode == "out-of-context" and not boxed.cached
+    assert (boxed.lut4, boxed.flip_flops, boxed.dsp) == (res.lut4, res.flip_flops, res.dsp) and boxed.fmax > 0
+    assert fpga.place_and_route(toy_verilog(width=8, depth=16, acc_width=24), "fetta_toy", harness=True).cached
     # more port bits than the package has pins: placed out of context
     wide = fpga.place_and_route(toy_verilog(width=40, depth=4, acc_width=120, mem=False), "fetta_toy")
     assert wide.mode == "out-of-context" and wide.dsp >= 4 and wide.fmax > 0
+    # ... which is the run the harness forced would do: found in the cache
+    assert fpga.place_and_route(toy_verilog(width=40, depth=4, acc_width=120, mem=False), "fetta_toy",
+                                harness=True).cached
     # placed inside the timing harness, counted alone: 244 port bits are registered there, the toy has
     # its 120-bit accumulator (and the memory's read registers)
     assert 120 <= wide.flip_flops < 200

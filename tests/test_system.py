@@ -43,9 +43,9 @@ def emulate_jobs(config, jobs, dram=None):
     for j, job in enumerate(jobs):
         p = f"j{j}_"
         for half, addr, rows in job.get("uwrites", []):
-            emu.unified[half, addr:addr + len(rows)] = rows
+            emu.write_unified(half, addr, rows)
         for addr, rows in job.get("awrites", []):
-            emu.accum[addr:addr + len(rows)] = rows
+            emu.write_accum(addr, rows)
         # like the RTL: a push overwrites slots from 0, later slots keep older words
         emu.load_program(job["prog"])
         r = emu.run(job.get("half", 0))

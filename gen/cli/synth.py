@@ -26,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also place and route on the ECP5 (yosys synth_ecp5 + nextpnr-ecp5): LUT/FF/DSP/BRAM, Fmax")
     p.add_argument("--fpga-target", default="ulx3s-85f", help="FPGA target (default: ulx3s-85f, LFE5U-85F)")
     p.add_argument("--fpga-only", action="store_true", help="with --top: only the FPGA flow")
+    p.add_argument("--fpga-harness", action="store_true",
+                   help="place every block inside the timing harness that registers its ports (default: only "
+                        "blocks with more ports than the package has pins; the others sit on IO pads)")
     p.add_argument("--no-whole", action="store_true",
                    help="Table III from the blocks only: skip the whole accelerator (only a cross-check of the "
                         "sum of the rows once `controller` gives the Others row)")
@@ -54,7 +57,8 @@ def main(args: argparse.Namespace) -> int:
             res = _one(args.top, config, args.timeout, cache)
             out.update(res.to_dict())
         if args.fpga or args.fpga_only:
-            fres = fpga_block(args.top, config, target=args.fpga_target, timeout=args.timeout, cache=cache)
+            fres = fpga_block(args.top, config, target=args.fpga_target, timeout=args.timeout, cache=cache,
+                              harness=args.fpga_harness or None)
             out["fpga"] = fres.to_dict()
         if args.json:
             print_json(out)
@@ -103,7 +107,8 @@ def main(args: argparse.Namespace) -> int:
     if args.fpga:
         for n in names:
             try:
-                fres.append(fpga_block(n, config, target=args.fpga_target, timeout=args.timeout, cache=cache))
+                fres.append(fpga_block(n, config, target=args.fpga_target, timeout=args.timeout, cache=cache,
+                                       harness=args.fpga_harness or None))
             except FettaError as exc:
                 errors[f"fpga:{n}"] = str(exc)
         out["fpga"] = [r.to_dict() for r in fres]

@@ -158,7 +158,7 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
             arr, modes = store[w.name]
             rows = w.layout.pack(arr, modes)
             bits = emu.to_elem_bits(rows)
-            emu.unified[run.half, w.addr:w.addr + w.layout.rows] = bits
+            emu.write_unified(run.half, w.addr, bits)
             uw.append((run.half, w.addr, bits))
         emu.load_program(run.words)
         r = emu.run(half=run.half)
@@ -171,6 +171,9 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
             reads.append(bits)
             vals = emu.from_elem_bits(bits)
             store[rd.name] = (rd.layout.unpack(vals, sizes), rd.layout.modes)
+            unknown = emu.unified_x[run.half, rd.addr:rd.addr + rd.layout.rows]
+            if unknown.any():
+                refuse_unknown(rd.layout.unpack(unknown.astype(np.float32), sizes), f"run {ri} reads back {rd.name}")
         host_ops(ops_after.get(ri, ()))
         trace.append((r.cycles, reads))
         jobs.append({"uwrites": uw, "prog": run.words, "half": run.half,
@@ -214,10 +217,10 @@ def run_emulator(config: FettaConfig, plan: GemmPlan, progress=None):
     emu = Emulator(config)
     cycles = 0
     tcu_macs = 0
-    results = []
+    results, unknown = [], []
     for p in plan.passes:
         for addr, rows in p.writes:
-            emu.unified[p.half, addr:addr + rows.shape[0], :] = emu.to_elem_bits(rows)
+            emu.write_unified(p.half, addr, emu.to_elem_bits(rows))
         emu.load_program(p.words)
         r = emu.run(half=p.half)
         if r.error != ErrorCode.NONE:
@@ -226,9 +229,20 @@ def run_emulator(config: FettaConfig, plan: GemmPlan, progress=None):
         cycles += r.cycles
         tcu_macs += r.macs
         results.append([emu.from_elem_bits(emu.unified[p.half, a:a + n]) for a, n in read_y_rows(p)])
+        unknown.append([emu.unified_x[p.half, a:a + n].astype(np.float32) for a, n in read_y_rows(p)])
         if progress is not None:
             progress()
+    refuse_unknown(assemble_y(plan, unknown), "the GEMM's result Y")
     return assemble_y(plan, results), cycles, tcu_macs
+
+
+def refuse_unknown(mask: np.ndarray, what: str) -> None:
+    """Raise when ``mask`` (non-zero: unknown, :mod:`sim.unknown`) marks an element the host uses:
+    it depends on a memory row the program never wrote, which silicon's SRAM holds with any content."""
+    bad = int(np.count_nonzero(mask))
+    if bad:
+        raise ExecutionError(f"{what}: {bad} of {mask.size} elements depend on memory rows the program never wrote "
+                             "(the emulator's zeros are not the silicon's)", field="program")
 
 
 def run_gemm(config: FettaConfig, plan: GemmPlan, sim: str, advance=None, trace=None):
@@ -241,4 +255,4 @@ def run_gemm(config: FettaConfig, plan: GemmPlan, sim: str, advance=None, trace=
     return run_plan_rtl(config, plan, sim, trace=trace)
 
 
-__all__ = ["ExecutionError", "Execution", "execute", "rtl_check", "run_emulator", "run_gemm"]
+__all__ = ["ExecutionError", "Execution", "execute", "rtl_check", "run_emulator", "run_gemm", "refuse_unknown"]

@@ -153,7 +153,9 @@ class Accelerator:
         def nets():
             fp, wg = embedding_networks(spec)
             return [fp] if phase == "fp" else wg
-        return self.networks("embedding", (replace(spec, name="layer"), phase), nets, operands, search=True)
+        # keyed apart from a layer program of the same spec (a ttm linear layer shaped like the embedding)
+        return self.networks("embedding", ("embedding", replace(spec, name="layer"), phase), nets, operands,
+                             search=True)
 
     def networks(self, kind: str, key, make: Callable[[], list], operands: dict[str, np.ndarray],
                  search: bool = False) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ import numpy as np
 from gen.compiler.vecops import ONE, VecProgram
 from gen.design.config import FettaConfig
 from gen.design.isa import ErrorCode, assemble
-from gen.toolflow.execute import Execution, ExecutionError
+from gen.toolflow.execute import Execution, ExecutionError, refuse_unknown
 from sim.bf16 import f32_bits, ftz32
 from sim.emulator import Emulator
 
@@ -43,16 +43,18 @@ def execute_vec(prog: VecProgram, inputs: Mapping[str, np.ndarray], config: Fett
     one = np.ones((1, L), np.float32)
     outs = {name: np.zeros((1 if name in prog.stats else prog.cols, prog.blocks, L), np.float32)
             for name in prog.outputs}
+    #: per output, its elements that are unknown (:mod:`sim.unknown`)
+    xouts = {name: np.zeros(full.shape, np.float32) for name, full in outs.items()}
     trace, atrace, jobs, measured = [], [], [], []
     for j, run in enumerate(prog.runs):
         uw, aw = [], []
         for addr, name in run.uwrites:
             bits = emu.to_elem_bits(one if name == ONE else prog.slab(packed[name], run))
-            emu.unified[run.half, addr:addr + len(bits)] = bits
+            emu.write_unified(run.half, addr, bits)
             uw.append((run.half, addr, bits))
         for addr, name in run.awrites:
             bits = f32_bits(ftz32(prog.slab(packed[name], run))).astype(np.uint64)
-            emu.accum[addr:addr + len(bits)] = bits
+            emu.write_accum(addr, bits)
             aw.append((addr, bits))
         words = assemble(run.program)
         emu.load_program(words)
@@ -63,10 +65,12 @@ def execute_vec(prog: VecProgram, inputs: Mapping[str, np.ndarray], config: Fett
         acount = [len(prog.slab(outs[name], run)) for _, name in run.areads]
         ureads = [emu.unified[run.half, a:a + n].copy() for (a, _), n in zip(run.ureads, ucount)]
         areads = [emu.accum[a:a + n].copy() for (a, _), n in zip(run.areads, acount)]
-        for (_, name), bits in zip(run.ureads, ureads):
+        for (a, name), bits in zip(run.ureads, ureads):
             prog.place(outs[name], run, emu.from_elem_bits(bits))
-        for (_, name), bits in zip(run.areads, areads):
+            prog.place(xouts[name], run, emu.unified_x[run.half, a:a + len(bits)])
+        for (a, name), bits in zip(run.areads, areads):
             prog.place(outs[name], run, emu.from_acc_bits(bits))
+            prog.place(xouts[name], run, emu.accum_x[a:a + len(bits)])
         trace.append((r.cycles, ureads))
         atrace.append(areads)
         jobs.append({"uwrites": uw, "awrites": aw, "prog": words, "half": run.half,
@@ -76,5 +80,7 @@ def execute_vec(prog: VecProgram, inputs: Mapping[str, np.ndarray], config: Fett
     if measured != [t.compute_cycles for t in prog.run_timings(config)]:
         raise ExecutionError("emulator cycles differ from the static program timing", field="program")
     t = prog.timeline(config, measured)
+    for name, full in xouts.items():
+        refuse_unknown(prog.unpack(full, name), f"{prog.op}'s result {name}")
     results = {name: prog.unpack(full, name) for name, full in outs.items()}
     return Execution(results, t, 0, len(prog.runs), trace, jobs, atrace)
