@@ -9,7 +9,8 @@ side (ports ``ia``, ``ib``, ``w``) works on half ``tcu_half``; the host port
 works on ``host_half``. The two owners never share a physical memory, which is
 what lets the host load one half while the TCU computes on the other.
 
-All read ports are synchronous: data is valid one cycle after the address.
+All read ports are synchronous: data is valid one cycle after the address. Every bank half is an
+:class:`Sram`: a macro without read-during-write forwarding, and the forwarding as explicit logic.
 """
 
 from __future__ import annotations
@@ -32,6 +33,47 @@ def split(addr, banks: int):
     """``(bank, index)`` fields of a row address (``banks`` is a power of two)."""
     lb = log2(banks)
     return addr[:lb], addr[lb:]
+
+
+class Sram(wiring.Component):
+    """One SRAM macro as an SRAM compiler delivers it, and its read-during-write forwarding outside it.
+
+    ``depth`` rows of ``width`` bits (an Amaranth ``Memory``, which Yosys maps to a macro or block
+    RAM), one write port and ``reads`` synchronous read ports that are **not** transparent: a macro
+    has no read-during-write forwarding. The forwarding the memories' users rely on (a read of the
+    row written in the same cycle returns the new data) is explicit logic here: per read port a
+    register of whether its address hit the write, and one register of the written data.
+
+    Ports
+    -----
+    w_en : In(1); w_addr : In(index bits); w_data : In(width)
+        The write port, written at the end of the cycle.
+    r_addr : In(index bits).array(reads); r_data : Out(width).array(reads)
+        Read ports: ``r_data[i]`` is row ``r_addr[i]`` one cycle later, the row written in the cycle
+        of the address included.
+    """
+
+    def __init__(self, width: int, depth: int, reads: int = 1):
+        self._width, self._depth, self._reads = width, depth, reads
+        ib = max(1, (depth - 1).bit_length())
+        super().__init__({"w_en": In(1), "w_addr": In(unsigned(ib)), "w_data": In(width),
+                          "r_addr": In(unsigned(ib)).array(reads), "r_data": Out(width).array(reads)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.macro = mem = Memory(shape=unsigned(self._width), depth=self._depth, init=[])
+        wp = mem.write_port()
+        m.d.comb += [wp.addr.eq(self.w_addr), wp.data.eq(self.w_data), wp.en.eq(self.w_en)]
+        written = Signal(self._width, name="fwd_data")
+        with m.If(self.w_en):
+            m.d.sync += written.eq(self.w_data)
+        for i in range(self._reads):
+            rp = mem.read_port(transparent_for=())
+            hit = Signal(name=f"fwd_hit{i}")
+            m.d.comb += rp.addr.eq(self.r_addr[i])
+            m.d.sync += hit.eq(self.w_en & (self.w_addr == self.r_addr[i]))
+            m.d.comb += self.r_data[i].eq(Mux(hit, written, rp.data))
+        return m
 
 
 class UnifiedMemory(wiring.Component):
@@ -94,11 +136,9 @@ class UnifiedMemory(wiring.Component):
         for b in range(B):
             halves = []
             for h in range(2):
-                mem = Memory(shape=unsigned(self._width), depth=self._rows, init=[])
-                m.submodules[f"bank{b}_half{h}"] = mem
-                wp = mem.write_port()
-                ra = mem.read_port(transparent_for=(wp,))
-                rb = mem.read_port(transparent_for=(wp,))
+                m.submodules[f"bank{b}_half{h}"] = mem = Sram(self._width, self._rows, reads=2)
+                wp = _Port(mem.w_addr, mem.w_data, mem.w_en)
+                ra, rb = (_Port(mem.r_addr[i], mem.r_data[i]) for i in range(2))
                 tcu = self.tcu_half == h
                 dma = self.dma_own
                 host_here = (self.host_half == h) & (self.host_bank == b)
@@ -130,7 +170,7 @@ class UnifiedMemory(wiring.Component):
 
 class AccumMemory(wiring.Component):
     """The accumulation unit's storage: ``banks`` banks of ``accum_rows_per_bank`` rows of
-    ``lanes * acc_bits`` bits, one read port (transparent to the bank's write port, so a
+    ``lanes * acc_bits`` bits, one read port (forwarding the bank's write, :class:`Sram`, so a
     read-modify-write of the row written in the same cycle sees the new value) and one
     write port per bank. The adders are :class:`hdl.accum.AccumAdd` (gathered with this memory
     in :class:`hdl.others.AccumUnit`).
@@ -155,13 +195,18 @@ class AccumMemory(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         for b in range(self._banks):
-            mem = Memory(shape=unsigned(self._width), depth=self._rows, init=[])
-            m.submodules[f"bank{b}"] = mem
-            wp = mem.write_port()
-            rp = mem.read_port(transparent_for=(wp,))
-            m.d.comb += [rp.addr.eq(self.r_addr[b]), self.r_data[b].eq(rp.data),
-                         wp.addr.eq(self.w_addr[b]), wp.data.eq(self.w_data[b]), wp.en.eq(self.w_en[b])]
+            m.submodules[f"bank{b}"] = mem = Sram(self._width, self._rows)
+            m.d.comb += [mem.r_addr[0].eq(self.r_addr[b]), self.r_data[b].eq(mem.r_data[0]),
+                         mem.w_addr.eq(self.w_addr[b]), mem.w_data.eq(self.w_data[b]), mem.w_en.eq(self.w_en[b])]
         return m
+
+
+class _Port:
+    """The ``addr`` / ``data`` / ``en`` of one port of an :class:`Sram` under the names of an
+    Amaranth memory port."""
+
+    def __init__(self, addr, data, en=None):
+        self.addr, self.data, self.en = addr, data, en
 
 
 def check_memory_config(config: FettaConfig) -> None:

@@ -185,16 +185,11 @@ class Emulator:
 
     def _gemm(self, ins: Instr, half: int) -> None:
         g = self.geo
+        A, B = self._operands(ins, half)
         if stationary(ins.mode):
-            # IB tile held in the PEs: load j is PE row j (V) or PE column j (H);
             # Psum row s = sequential chain over the PE rows r from +0 of X[s, r] * W[r, c]
-            X = self._gather(ins, "a", half)[..., : g.ce_rows]                    # [T, E, K, R]
-            Wl = self._gather(ins, "b", half, loads(ins, self.geo))[..., : g.lanes]  # [T, E, loads, lanes]
-            W = np.swapaxes(Wl, 2, 3) if horizontal(ins.mode) else Wl              # [T, E, R, C]
-            steps = [(X[:, :, :, r, None], W[:, :, None, r, :]) for r in range(g.ce_rows)]
+            steps = [(A[:, :, :, r, None], B[:, :, None, r, :]) for r in range(g.ce_rows)]
         else:
-            A = self._gather(ins, "a", half)[..., : g.ce_rows]   # [T, E, K, R]
-            B = self._gather(ins, "b", half)[..., : g.ce_cols]   # [T, E, K, C]
             steps = [(A[:, :, k, :, None], B[:, :, k, None, :]) for k in range(ins.K)]
         T, E = steps[0][0].shape[:2]
         rows = steps[0][0].shape[2]
@@ -218,10 +213,7 @@ class Emulator:
             psum = acc.reshape(T, E // ins.gk, ins.gk, rows, g.ce_cols).sum(axis=2)
             psum_bits = (psum & ((1 << self.acc_bits) - 1)).astype(np.uint64)
         if transposed(ins, "o"):
-            # the reduction network's transpose layer: groups h*L + l <- lane l of groups h*L + i
-            T, G, R, C = psum_bits.shape
-            L = self.geo.lanes
-            psum_bits = psum_bits.reshape(T, G // L, L, R, C).transpose(0, 1, 4, 3, 2).reshape(T, G, R, C)
+            psum_bits = _transpose_groups(psum_bits, g.lanes)
         unknown = self._gemm_unknown(ins, half)
         o_tiles = self._tiles(ins, "o")
         goff = np.asarray(group_offsets(ins))
@@ -240,24 +232,24 @@ class Emulator:
                 w = ins.w_base + (addr - ins.o_base)
                 self.unified[half][w], self.unified_x[half][w] = self._narrow(new), new_x
 
+    def _operands(self, ins: Instr, half: int, mem=None) -> tuple[np.ndarray, np.ndarray]:
+        """What every CE multiplies (bit patterns, or of ``mem``): output stationary, ``A`` ``[T, E, K,
+        R]`` and ``B`` ``[T, E, K, C]``; stationary, the streamed rows ``[T, E, K, R]`` and the IB tile
+        held in the PEs ``[T, E, R, C]`` (load ``j`` is PE row ``j`` (V) or PE column ``j`` (H))."""
+        g = self.geo
+        a = self._gather(ins, "a", half, mem=mem)[..., : g.ce_rows]
+        if stationary(ins.mode):
+            held = self._gather(ins, "b", half, loads(ins, g), mem=mem)[..., : g.lanes]   # [T, E, loads, lanes]
+            return a, (np.swapaxes(held, 2, 3) if horizontal(ins.mode) else held)
+        return a, self._gather(ins, "b", half, mem=mem)[..., : g.ce_cols]
+
     def _gemm_unknown(self, ins: Instr, half: int) -> np.ndarray:
         """Unknown elements of the reduced Psums ``[T, G, rows, C]``: a group's output
         is unknown when one of its CEs' is (:func:`sim.unknown.gemm_unknown`)."""
-        g = self.geo
-        if stationary(ins.mode):
-            a_x = self._gather(ins, "a", half, mem=self.unified_x)[..., : g.ce_rows]
-            b_x = self._gather(ins, "b", half, loads(ins, g), mem=self.unified_x)[..., : g.lanes]
-            b_x = np.swapaxes(b_x, 2, 3) if horizontal(ins.mode) else b_x
-        else:
-            a_x = self._gather(ins, "a", half, mem=self.unified_x)[..., : g.ce_rows]
-            b_x = self._gather(ins, "b", half, mem=self.unified_x)[..., : g.ce_cols]
-        x = gemm_unknown(a_x, b_x, stationary(ins.mode))
+        x = gemm_unknown(*self._operands(ins, half, self.unified_x), stationary(ins.mode))
         T, E, R, C = x.shape
         x = x.reshape(T, E // ins.gk, ins.gk, R, C).any(axis=2)
-        if transposed(ins, "o"):
-            L = g.lanes
-            x = x.reshape(T, x.shape[1] // L, L, R, C).transpose(0, 1, 4, 3, 2).reshape(x.shape)
-        return x
+        return _transpose_groups(x, self.geo.lanes) if transposed(ins, "o") else x
 
     def _acc_add(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
         if self.is_float:
@@ -343,6 +335,13 @@ class Emulator:
             bits = np.unpackbits(v, axis=2, bitorder="little")[:, :, :eb]
             self.dram[dram] = np.packbits(bits.reshape(-1), bitorder="little")
             self.dram_x[dram] = elements_to_bytes(self.unified_x[half][rows], eb)
+
+
+def _transpose_groups(x: np.ndarray, lanes: int) -> np.ndarray:
+    """The reduction network's transpose layer on ``[T, G, R, C]``: group ``h*L + l`` takes lane ``l``
+    of the rows of groups ``h*L + i``."""
+    T, G, R, C = x.shape
+    return x.reshape(T, G // lanes, lanes, R, C).transpose(0, 1, 4, 3, 2).reshape(T, G, R, C)
 
 
 def _signed(bits: np.ndarray, width: int) -> np.ndarray:

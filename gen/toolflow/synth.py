@@ -364,7 +364,7 @@ MEMORY_ROWS: dict[str, tuple[str, ...]] = {"Unified Mem.": ("umem",), "Accumulat
 
 
 def memory_row(name: str) -> str | None:
-    """Table III memory row of an SRAM macro by its hierarchical name (``umem.bank0_half1``,
+    """Table III memory row of an SRAM macro by its hierarchical name (``umem.bank0_half1.macro``,
     ``core.amem.bank3``), or None (e.g. the instruction memory ``imem``, part of Others)."""
     parts = name.split(".")
     return next((row for row, prefixes in MEMORY_ROWS.items() if any(p in prefixes for p in parts)), None)
@@ -382,9 +382,9 @@ def config_memories(config) -> dict[str, list[MemoryMacro]]:
     uw = config.lanes * config.elem_bits
     aw = config.lanes * config.acc_bits
     return {
-        "Unified Mem.": [MemoryMacro(f"umem.bank{b}_half{h}", uw, half, 2, 1, True)
+        "Unified Mem.": [MemoryMacro(f"umem.bank{b}_half{h}.macro", uw, half, 2, 1, True)
                          for b in range(config.banks) for h in range(2)],
-        "Accumulator": [MemoryMacro(f"amem.bank{b}", aw, config.accum_rows_per_bank, 1, 1, True)
+        "Accumulator": [MemoryMacro(f"amem.bank{b}.macro", aw, config.accum_rows_per_bank, 1, 1, True)
                         for b in range(config.banks)],
     }
 
