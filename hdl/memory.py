@@ -136,9 +136,8 @@ class UnifiedMemory(wiring.Component):
         for b in range(B):
             halves = []
             for h in range(2):
+                # read port 0: IA (or the DMA's / host's read of the other half), 1: IB
                 m.submodules[f"bank{b}_half{h}"] = mem = Sram(self._width, self._rows, reads=2)
-                wp = _Port(mem.w_addr, mem.w_data, mem.w_en)
-                ra, rb = (_Port(mem.r_addr[i], mem.r_data[i]) for i in range(2))
                 tcu = self.tcu_half == h
                 dma = self.dma_own
                 host_here = (self.host_half == h) & (self.host_bank == b)
@@ -146,21 +145,21 @@ class UnifiedMemory(wiring.Component):
                 # which the top guarantees by holding tcu_half != host_half while busy), unless
                 # the DMA engine owns it
                 m.d.comb += [
-                    ra.addr.eq(Mux(tcu, self.ia_addr[b], Mux(dma, self.dma_raddr[b], self.host_addr))),
-                    rb.addr.eq(self.ib_addr[b]),
-                    wp.addr.eq(Mux(tcu, self.w_addr[b], Mux(dma, self.dma_waddr[b], self.host_addr))),
-                    wp.data.eq(Mux(tcu, self.w_data[b], Mux(dma, self.dma_wdata[b], self.host_wdata))),
-                    wp.en.eq(Mux(tcu, self.w_en[b], Mux(dma, self.dma_we[b], host_here & self.host_we))),
+                    mem.r_addr[0].eq(Mux(tcu, self.ia_addr[b], Mux(dma, self.dma_raddr[b], self.host_addr))),
+                    mem.r_addr[1].eq(self.ib_addr[b]),
+                    mem.w_addr.eq(Mux(tcu, self.w_addr[b], Mux(dma, self.dma_waddr[b], self.host_addr))),
+                    mem.w_data.eq(Mux(tcu, self.w_data[b], Mux(dma, self.dma_wdata[b], self.host_wdata))),
+                    mem.w_en.eq(Mux(tcu, self.w_en[b], Mux(dma, self.dma_we[b], host_here & self.host_we))),
                 ]
-                halves.append((ra, rb))
+                halves.append(mem.r_data)
             tcu_q = Signal(name=f"tcu_half_q{b}")
             m.d.sync += tcu_q.eq(self.tcu_half)
             m.d.comb += [
-                self.ia_data[b].eq(Mux(tcu_q, halves[1][0].data, halves[0][0].data)),
-                self.ib_data[b].eq(Mux(tcu_q, halves[1][1].data, halves[0][1].data)),
-                self.dma_rdata[b].eq(Mux(tcu_q, halves[0][0].data, halves[1][0].data)),
+                self.ia_data[b].eq(Mux(tcu_q, halves[1][0], halves[0][0])),
+                self.ib_data[b].eq(Mux(tcu_q, halves[1][1], halves[0][1])),
+                self.dma_rdata[b].eq(Mux(tcu_q, halves[0][0], halves[1][0])),
             ]
-            host_reads.append(Mux(host_half_q, halves[1][0].data, halves[0][0].data))
+            host_reads.append(Mux(host_half_q, halves[1][0], halves[0][0]))
         with m.Switch(host_bank_q):
             for b in range(B):
                 with m.Case(b):
@@ -199,14 +198,6 @@ class AccumMemory(wiring.Component):
             m.d.comb += [mem.r_addr[0].eq(self.r_addr[b]), self.r_data[b].eq(mem.r_data[0]),
                          mem.w_addr.eq(self.w_addr[b]), mem.w_data.eq(self.w_data[b]), mem.w_en.eq(self.w_en[b])]
         return m
-
-
-class _Port:
-    """The ``addr`` / ``data`` / ``en`` of one port of an :class:`Sram` under the names of an
-    Amaranth memory port."""
-
-    def __init__(self, addr, data, en=None):
-        self.addr, self.data, self.en = addr, data, en
 
 
 def check_memory_config(config: FettaConfig) -> None:
