@@ -24,6 +24,8 @@ from gen.design.config import FettaConfig
 from gen.design.isa import ADDR_BITS
 from gen.errors import ConfigError
 
+from hdl.pipe import hold
+
 
 def log2(x: int) -> int:
     return x.bit_length() - 1
@@ -64,9 +66,7 @@ class Sram(wiring.Component):
         m.submodules.macro = mem = Memory(shape=unsigned(self._width), depth=self._depth, init=[])
         wp = mem.write_port()
         m.d.comb += [wp.addr.eq(self.w_addr), wp.data.eq(self.w_data), wp.en.eq(self.w_en)]
-        written = Signal(self._width, name="fwd_data")
-        with m.If(self.w_en):
-            m.d.sync += written.eq(self.w_data)
+        written = hold(m, self.w_en, {"data": self.w_data}, "fwd_")["data"]
         for i in range(self._reads):
             rp = mem.read_port(transparent_for=())
             hit = Signal(name=f"fwd_hit{i}")
