@@ -265,9 +265,11 @@ class CE(wiring.Component):
         # Drain port: a tile's rows finish S cycles apart (the skew) and the S interleaved
         # tiles of a group one cycle apart, so the drain register of row r holds one result
         # per cycle and is read in the cycle the result appears.
+        # The output side reads the mode a register late (``os_out``): a result leaves M + S >= 2
+        # cycles after its vector, and the mode is held from the vector until then.
         drain_valid = Signal(R, name="drain_valid")
         m.d.comb += drain_valid.eq(sum((pes[r][0].drain_valid << r for r in range(R)), 0))
-        with m.If(os_mode):
+        with m.If(delay(m, os_mode, 1, "os_out")):
             for r in range(R):
                 with m.If(drain_valid[r]):
                     m.d.comb += self.psum.valid.eq(1)

@@ -98,7 +98,9 @@ class PE(wiring.Component):
         uses the IB in the shadow register; the shadow is copied into the
         active register in the same cycle (and used already).
     os : In(1)
-        Output-stationary mode (IB streams through ``b_in``/``b_out``).
+        Output-stationary mode (IB streams through ``b_in``/``b_out``). Hold it from a vector's
+        cycle until its result has left (``drain`` / ``psum_out``): the operand multiplexer reads it
+        with the vector, the adder's side from the register ``os_add`` one cycle later.
     b_in : In(ew), b_out : Out(ew)
         Streaming IB from the PE above / to the PE below (``S`` registers).
     ib_load : In(1), ib_data : In(ew)
@@ -187,7 +189,11 @@ class PE(wiring.Component):
         acc = Signal(aw, name="acc")
         addend = Signal(aw, name="addend")
         total = Signal(aw, name="sum")
-        m.d.comb += addend.eq(Mux(self.os, Mux(m_first, 0, acc), self.psum_in))
+        # the adder's side reads ``os`` a register late: the mode is held from a vector's cycle
+        # until its result leaves, and the adder sees the vector M >= 1 cycles after it (so the
+        # mode decode of the CE is not in front of the adder's first stage)
+        os_add = delay(m, self.os, 1, "os_add")
+        m.d.comb += addend.eq(Mux(os_add, Mux(m_first, 0, acc), self.psum_in))
         if self._datatype == "bf16":
             m.submodules.add = add = FP32Add(stages=S - 1) if S > 1 else FP32Add()
             m.d.comb += [add.a.eq(addend), add.b.eq(prod), total.eq(add.o)]
@@ -198,12 +204,12 @@ class PE(wiring.Component):
         a_last = delay(m, m_last, S - 1, "a_last")
         m.d.sync += acc.eq(total)
         m.d.comb += self.psum_out.eq(acc)
-        with m.If(a_valid & self.os & a_last):
+        with m.If(a_valid & os_add & a_last):
             m.d.sync += self.drain.eq(total)
         if self._outputs["psum_valid"]:
-            m.d.sync += self.psum_valid.eq(a_valid & ~self.os)
+            m.d.sync += self.psum_valid.eq(a_valid & ~os_add)
         if self._outputs["drain_valid"]:
-            m.d.sync += self.drain_valid.eq(a_valid & self.os & a_last)
+            m.d.sync += self.drain_valid.eq(a_valid & os_add & a_last)
         return m
 
 

@@ -121,29 +121,36 @@ class AdderSwitch(wiring.Component):
                 m.d.comb += [add.a.eq(a), add.b.eq(b), total[i * W:(i + 1) * W].eq(add.o)]
             else:
                 m.d.comb += total[i * W:(i + 1) * W].eq(delay(m, (a + b)[:W], k, f"sum{i}"))
-        # what bypasses the adders waits beside them
+        # what bypasses the adders waits beside them; the output multiplexers' one-hot selects are
+        # decoded from the mode and the valids at the inputs and wait as registers (at k >= 1), so
+        # the data bits see a register and one AND-OR level, not the mode / valid decode
         a, b = delay(m, self.a, k, "a"), delay(m, self.b, k, "b")
-        a_valid, b_valid = delay(m, self.a_valid, k, "a_valid"), delay(m, self.b_valid, k, "b_valid")
-        mode = delay(m, self.mode, k, "mode")
-        both = a_valid & b_valid
-        summed = Signal(L * W)
-        m.d.comb += summed.eq(Mux(both, total, Mux(b_valid, b, a)))
-        any_valid = a_valid | b_valid
-        with m.Switch(mode):
-            with m.Case(SwitchMode.PASS):
-                m.d.comb += [self.l.eq(a), self.l_valid.eq(a_valid),
-                             self.r.eq(b), self.r_valid.eq(b_valid)]
-            with m.Case(SwitchMode.SWAP):
-                m.d.comb += [self.l.eq(b), self.l_valid.eq(b_valid),
-                             self.r.eq(a), self.r_valid.eq(a_valid)]
-            # every case drives every output, so that the emitted case statements are complete
-            with m.Case(SwitchMode.ADD_LEFT):
-                m.d.comb += [self.l.eq(summed), self.l_valid.eq(any_valid),
-                             self.r.eq(0), self.r_valid.eq(0)]
-            with m.Case(SwitchMode.ADD_RIGHT):
-                m.d.comb += [self.l.eq(0), self.l_valid.eq(0),
-                             self.r.eq(summed), self.r_valid.eq(any_valid)]
+        sel = _switch_selects(m, self.mode, self.a_valid, self.b_valid)
+        sel = {key: delay(m, v, k, f"sel_{key}") for key, v in sel.items()}
+        for o in "lr":
+            m.d.comb += [getattr(self, o).eq(Mux(sel[f"{o}_a"], a, 0) | Mux(sel[f"{o}_b"], b, 0)
+                                             | Mux(sel[f"{o}_sum"], total, 0)),
+                         getattr(self, f"{o}_valid").eq(sel[f"{o}_valid"])]
         return m
+
+
+def _switch_selects(m, mode, a_valid, b_valid) -> dict:
+    """One-hot selects of each output of an :class:`AdderSwitch` (``l_a``: ``l`` takes ``a``, ``l_b``,
+    ``l_sum``; none set: zero) and its valid, decoded from the mode and the input valids."""
+    sel = {f"{o}_{x}": Signal(name=f"dec_{o}_{x}") for o in "lr" for x in ("a", "b", "sum", "valid")}
+    both, any_valid = a_valid & b_valid, a_valid | b_valid
+    # a sum with one valid input is that input unchanged; with none, the left input (invalid)
+    summed = {"a": ~both & ~b_valid, "b": ~both & b_valid, "sum": both}
+    with m.Switch(mode):
+        with m.Case(SwitchMode.PASS):
+            m.d.comb += [sel["l_a"].eq(1), sel["l_valid"].eq(a_valid), sel["r_b"].eq(1), sel["r_valid"].eq(b_valid)]
+        with m.Case(SwitchMode.SWAP):
+            m.d.comb += [sel["l_b"].eq(1), sel["l_valid"].eq(b_valid), sel["r_a"].eq(1), sel["r_valid"].eq(a_valid)]
+        for case, side in ((SwitchMode.ADD_LEFT, "l"), (SwitchMode.ADD_RIGHT, "r")):
+            with m.Case(case):
+                m.d.comb += [sel[f"{side}_{x}"].eq(v) for x, v in summed.items()]
+                m.d.comb += sel[f"{side}_valid"].eq(any_valid)
+    return sel
 
 
 class RedNet(wiring.Component):

@@ -65,12 +65,16 @@ Timing (``M = mul_latency``, ``S = add_latency`` of the configuration): the mult
 (:class:`hdl.fp.FP32Add`) has ``S - 1`` inner stages, and the SCALE / RELU results and the
 operation code wait in delay registers beside it. :class:`~hdl.vfunc.VectorFunc` (codes 4 .. 8)
 has the same two stages (``M`` cycles to ``p1``, where its RECIP / RSQRT ROMs deliver their data,
-then ``S - 1``), so every operation has the same latency. ``o``, ``o_narrow`` and ``o_valid`` are
-combinational from the last stage (the adder's output, the result mux, the bfloat16
-rounder), so they are valid **M + S - 1 cycles** after the operands (1 with the default
-latencies); a new set of operands is accepted every cycle. The top (:class:`hdl.top.Fetta`)
-writes ``o`` into the memories at the end of that cycle: the memory write is the adder's
-``S``-th register.
+then ``S - 1``), so every operation has the same latency. With ``M = 1``, ``o``, ``o_narrow`` and
+``o_valid`` are combinational from the last stage (the adder's output, the result mux, the
+bfloat16 rounder), valid **M + S - 1 cycles** after the operands (1 with the default
+latencies); with ``M >= 2`` the result mux ends in the result register ``o_res<lane>_d1`` and the
+rounder of ``o_narrow`` follows it, valid **M + S cycles** after the operands
+(:func:`gen.design.isa.vector_latency`, :attr:`VectorUnit.latency`). The result mux's one-hot
+selects are decoded from the operation code at ``p1`` and delayed beside the adder
+(``o_sel_<result>_d<n>``). A new set of operands is
+accepted every cycle. The top (:class:`hdl.top.Fetta`) writes ``o`` into the memories at the end
+of the cycle it is valid (:func:`gen.design.isa.vec_tail`).
 """
 
 from amaranth import Module, Mux, Signal, signed
@@ -78,7 +82,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig
-from gen.design.isa import BF16_ONE, SCALAR_BITS, VecOp, vector_rows
+from gen.design.isa import BF16_ONE, SCALAR_BITS, VecOp, vector_latency, vector_rows
 from gen.errors import ConfigError
 
 from hdl.fp import F32_QNAN, BF16Mul, FP32Add, FP32ToBF16
@@ -138,17 +142,19 @@ class VectorUnit(wiring.Component):
 
     @property
     def latency(self) -> int:
-        """Cycles from the operands to ``o`` (``mul_latency + add_latency - 1``)."""
-        return self._cfg.mul_latency + self._cfg.add_latency - 1
+        """Cycles from the operands to ``o`` (:func:`gen.design.isa.vector_latency`:
+        ``mul_latency + add_latency - 1``, one more with the result register at ``mul_latency >= 2``)."""
+        return vector_latency(self._cfg.mul_latency, self._cfg.add_latency)
 
     def elaborate(self, platform):
         m = Module()
         cfg = self._cfg
         M, S = cfg.mul_latency, cfg.add_latency
+        out_regs = self.latency - (M + S - 1)
         EB, AB = cfg.elem_bits, cfg.acc_bits
         is_float = cfg.datatype == "bf16"
         p1_op = delay(m, self.op, M, "p1_op")
-        o_op = delay(m, p1_op, S - 1, "o_op")
+        o_sel = {key: delay(m, sel, S - 1, f"o_sel_{key}") for key, sel in _result_selects(m, p1_op).items()}
         if self._valid:
             m.d.comb += self.o_valid.eq(delay(m, self.valid, self.latency, "o_valid"))
         # ADD multiplies by one so that ADD and AXPY share the datapath
@@ -165,6 +171,7 @@ class VectorUnit(wiring.Component):
             p1_prod = Signal(AB, name=f"p1_prod{i}")
             p1_y = delay(m, y, M, f"p1_y{i}")
             res = Signal(AB, name=f"res{i}")
+            out = Signal(AB, name=f"out{i}")     # the result after the result register (if any)
             if is_float:
                 m.submodules[f"mul{i}"] = mul = BF16Mul(stages=M - 1) if M > 1 else BF16Mul()
                 m.d.comb += [mul.a.eq(x), mul.b.eq(mul_b)]
@@ -177,7 +184,7 @@ class VectorUnit(wiring.Component):
                 y_pos = ~p1_y[31] & (ye != 0)
                 relu = delay(m, Mux(y_nan, F32_QNAN, Mux(y_pos, p1_y, 0)), S - 1, f"relu{i}")
                 m.submodules[f"cvt{i}"] = cvt = FP32ToBF16()
-                m.d.comb += [cvt.a.eq(res), on.eq(cvt.o), func.p[i * AB:(i + 1) * AB].eq(p1_prod)]
+                m.d.comb += [cvt.a.eq(out), on.eq(cvt.o), func.p[i * AB:(i + 1) * AB].eq(p1_prod)]
                 sum_ = add.o
                 fn = func.o[i * AB:(i + 1) * AB]
             else:
@@ -187,7 +194,7 @@ class VectorUnit(wiring.Component):
                 m.d.sync += p1_prod.eq(delay(m, prod, M - 1, f"prod{i}"))
                 sum_ = delay(m, (p1_y + p1_prod)[:AB], S - 1, f"sum{i}")
                 relu = delay(m, Mux(p1_y[AB - 1], 0, p1_y), S - 1, f"relu{i}")
-                m.d.comb += on.eq(res[:EB])
+                m.d.comb += on.eq(out[:EB])
                 # MUL and MAX (wrapping, signed); EXP / RECIP / RSQRT give 0 in the integer datatype
                 ifn = Signal(AB, name=f"ifn{i}")
                 with m.Switch(self.op):
@@ -197,17 +204,27 @@ class VectorUnit(wiring.Component):
                         m.d.comb += ifn.eq(Mux(x.as_signed() > y.as_signed(), x.as_signed(), y))
                 fn = delay(m, ifn, M + S - 1, f"ifn{i}")
             scale = delay(m, p1_prod, S - 1, f"scale{i}")
-            with m.Switch(o_op):
-                with m.Case(VecOp.ADD, VecOp.AXPY):
-                    m.d.comb += res.eq(sum_)
-                with m.Case(VecOp.SCALE):
-                    m.d.comb += res.eq(scale)
-                with m.Case(VecOp.RELU):
-                    m.d.comb += res.eq(relu)
-                with m.Case(*FUNC_OPS):
-                    m.d.comb += res.eq(fn)
-            m.d.comb += o.eq(res)
+            # the result multiplexer: one-hot selects decoded from the operation code at ``p1``
+            # and delayed beside the adder, so registers, not a decoder, drive the data bits
+            m.d.comb += res.eq(Mux(o_sel["sum"], sum_, 0) | Mux(o_sel["scale"], scale, 0)
+                               | Mux(o_sel["relu"], relu, 0) | Mux(o_sel["fn"], fn, 0))
+            # the result register at mul_latency >= 2 (``o_res<lane>_d1``): the multiplexer ends in it,
+            # the bfloat16 rounder of ``o_narrow`` follows it
+            m.d.comb += [out.eq(delay(m, res, out_regs, f"o_res{i}")), o.eq(out)]
         return m
+
+
+def _result_selects(m: Module, op) -> dict:
+    """One-hot selects of the vector unit's result multiplexer, decoded from the operation code:
+    ``sum`` (ADD, AXPY), ``scale`` (SCALE), ``relu`` (RELU), ``fn`` (:data:`hdl.vfunc.FUNC_OPS`);
+    none for an unknown code (the result is zero)."""
+    groups = {"sum": (VecOp.ADD, VecOp.AXPY), "scale": (VecOp.SCALE,), "relu": (VecOp.RELU,), "fn": FUNC_OPS}
+    sel = {key: Signal(name=f"dec_{key}") for key in groups}
+    with m.Switch(op):
+        for key, codes in groups.items():
+            with m.Case(*codes):
+                m.d.comb += sel[key].eq(1)
+    return sel
 
 
 def vector_unit(config: FettaConfig) -> VectorUnit:

@@ -31,9 +31,8 @@ cycles, so their data arrives with ``p1``. Stage B (from ``a_*``, the ROM data a
 computes EXP and merges the ROM fractions; its ``S - 1`` registers sit at the cut points of
 :data:`FUNC_CUTS` first (named ``<cut>_<value><lane>``: ``b_scale`` after EXP's ``log2(e)``
 product and MUL's normalisation, ``b_shift`` after EXP's shift and rounding and MUL's rounding,
-``b_sign`` after EXP's negation and MUL's exponent and special cases, ``b_interp`` after EXP's ROM
-read and interpolation product), the rest at the
-end (``b_o<lane>_d<n>``). ``o`` is valid **M + S - 1 cycles** after ``x`` / ``y`` / ``op``
+``b_sign`` after EXP's negation and MUL's exponent and special cases, ``b_rom`` after EXP's ROM
+read, ``b_interp`` after its interpolation product), the rest at the end (``b_o<lane>_d<n>``). ``o`` is valid **M + S - 1 cycles** after ``x`` / ``y`` / ``op``
 (``p``: ``S - 1`` cycles after it), one operand set per cycle; results do not depend on ``M``, ``S``.
 
 Logic depth: stage A, a 24 x 8-bit multiplier (MUL) beside a 31-bit compare (MAX) and, after it
@@ -41,6 +40,7 @@ or after the cut ``a_cmp``, the result multiplexers; stage B without
 cuts (``S = 1``), for EXP, a 16 x 29-bit constant multiplier, a 45-bit shifter, a 26-bit negation,
 the ROM and a 17 x 11-bit multiplier with its 24-bit add (the unit's longest path with EXP in use);
 with four or more registers in stage B (``S >= 5``) each piece is one carry chain or multiplier
+(with five, ``S >= 6``, the ROM read and the product after it apart)
 (measured Fmax: ``docs/synthesis.md``).
 """
 
@@ -63,11 +63,11 @@ __all__ = ["VectorFunc", "FUNC_OPS", "FUNC_CUTS"]
 #: the operations :class:`VectorFunc` computes
 FUNC_OPS = (VecOp.MUL, VecOp.MAX, VecOp.EXP, VecOp.RECIP, VecOp.RSQRT)
 #: stage B's cut points in datapath order
-FUNC_CUT_NAMES = ("b_scale", "b_shift", "b_sign", "b_interp")
+FUNC_CUT_NAMES = ("b_scale", "b_shift", "b_sign", "b_rom", "b_interp")
 #: registers in stage B (``add_latency - 1``) -> the cut points that get one (balanced by logic
-#: depth); registers beyond four go after the result mux
+#: depth); registers beyond five go after the result mux
 FUNC_CUTS = {0: (), 1: ("b_shift",), 2: ("b_scale", "b_sign"), 3: ("b_scale", "b_shift", "b_interp"),
-             4: FUNC_CUT_NAMES}
+             4: ("b_scale", "b_shift", "b_sign", "b_interp"), 5: FUNC_CUT_NAMES}
 
 _INF = 0x7F800000
 _ONE = 0x3F800000
@@ -124,8 +124,16 @@ class VectorFunc(wiring.Component):
         a_cuts = ("a_cmp",) if M >= 2 else ()
         a_op = stage(m, a_cuts, "a_cmp", op=self.op)["op"]
         ops = {"p1": delay(m, a_op, M - len(a_cuts), "b_op")}
-        for cut in FUNC_CUT_NAMES:          # the operation code at every cut point, shared by the lanes
+        for cut in FUNC_CUT_NAMES[:-1]:     # the operation code at every cut point, shared by the lanes
             ops[cut] = stage(m, cuts, cut, op=ops[list(ops)[-1]])["op"]
+        # the result multiplexer's one-hot selects, decoded before the last cut
+        sel = {key: Signal(name=f"b_dec_{key}") for key in ("mul", "exp", "word")}
+        with m.Switch(ops[FUNC_CUT_NAMES[-2]]):
+            for key, codes in (("mul", (VecOp.MUL,)), ("exp", (VecOp.EXP,)),
+                               ("word", (VecOp.MAX, VecOp.RECIP, VecOp.RSQRT))):
+                with m.Case(*codes):
+                    m.d.comb += sel[key].eq(1)
+        sel = stage(m, cuts, FUNC_CUT_NAMES[-1], **{f"sel_{k}": v for k, v in sel.items()})
         for i in range(self.lanes):
             x, y = self.x[16 * i:16 * (i + 1)], self.y[32 * i:32 * (i + 1)]
             a = self._stage_a(m, x, y, a_op, a_cuts, i)
@@ -139,13 +147,8 @@ class VectorFunc(wiring.Component):
             m.d.comb += word.eq(a["word"] | Mux(a["rom"], frac, 0))
             v = self._stage_b(m, cuts, a, word, self.p[32 * i:32 * (i + 1)], roms["exp"].read_port(domain="comb"), i)
             res = Signal(32, name=f"b_res{i}")
-            with m.Switch(ops["b_interp"]):
-                with m.Case(VecOp.MUL):
-                    m.d.comb += res.eq(Mux(v["spec"], v["word"], v["mul"]))
-                with m.Case(VecOp.EXP):
-                    m.d.comb += res.eq(v["exp"])
-                with m.Case(VecOp.MAX, VecOp.RECIP, VecOp.RSQRT):
-                    m.d.comb += res.eq(v["word"])
+            m.d.comb += res.eq(Mux(sel["sel_mul"], Mux(v["spec"], v["word"], v["mul"]), 0)
+                               | Mux(sel["sel_exp"], v["exp"], 0) | Mux(sel["sel_word"], v["word"], 0))
             m.d.comb += self.o[32 * i:32 * (i + 1)].eq(delay(m, res, S - 1 - len(cuts), f"b_o{i}"))
         return m
 
@@ -173,25 +176,35 @@ class VectorFunc(wiring.Component):
         v = _cut(m, cuts, "b_sign", i, **keep, u=u)
         f, k = v["u"][0:EXP_F_BITS], v["u"][EXP_F_BITS:26].as_signed()
         m.d.comb += port.addr.eq(f[EXP_R_BITS:])
-        t, d = port.data[0:EXP_T_BITS], port.data[EXP_T_BITS:]
-        dprod = Signal(len(d) + EXP_R_BITS, name=f"b_exp_dprod{i}")
         be = Signal(signed(10), name=f"b_exp_be{i}")
-        m.d.comb += [dprod.eq(d * f[0:EXP_R_BITS]), be.eq(127 + k)]
+        m.d.comb += be.eq(127 + k)
         keep = {k: v[k] for k in ("word", "spec", "mul", "nan", "zero", "sat", "s")}
-        v = _cut(m, cuts, "b_interp", i, **keep, t=t, dprod=dprod, be=be)
+        v = _cut(m, cuts, "b_rom", i, **keep, t=port.data[0:EXP_T_BITS], d=port.data[EXP_T_BITS:],
+                 r=f[0:EXP_R_BITS], be=be)
+        dprod = Signal(len(v["d"]) + EXP_R_BITS, name=f"b_exp_dprod{i}")
+        m.d.comb += dprod.eq(v["d"] * v["r"])
+        # EXP's special results are chosen before the cut, so after it only the interpolation's add
+        # and one multiplexer remain
+        special = Signal(32, name=f"b_exp_special{i}")
+        is_special = Signal(name=f"b_exp_is_special{i}")
+        m.d.comb += is_special.eq(1)
+        with m.If(v["nan"]):
+            m.d.comb += special.eq(F32_QNAN)
+        with m.Elif(v["sat"]):
+            m.d.comb += special.eq(Mux(v["s"], 0, _INF))
+        with m.Elif(v["zero"]):
+            m.d.comb += special.eq(_ONE)
+        with m.Elif(v["be"] <= 0):
+            m.d.comb += special.eq(0)
+        with m.Else():
+            m.d.comb += is_special.eq(0)
+        keep = {k: v[k] for k in ("word", "spec", "mul")}
+        v = _cut(m, cuts, "b_interp", i, **keep, t=v["t"], dprod=dprod, be=v["be"][0:8], special=special,
+                 is_special=is_special)
         mant = Signal(EXP_T_BITS, name=f"b_exp_mant{i}")
         m.d.comb += mant.eq(v["t"] + (v["dprod"] >> EXP_R_BITS))
         out = Signal(32, name=f"b_exp{i}")
-        with m.If(v["nan"]):
-            m.d.comb += out.eq(F32_QNAN)
-        with m.Elif(v["sat"]):
-            m.d.comb += out.eq(Mux(v["s"], 0, _INF))
-        with m.Elif(v["zero"]):
-            m.d.comb += out.eq(_ONE)
-        with m.Elif(v["be"] <= 0):
-            m.d.comb += out.eq(0)
-        with m.Else():
-            m.d.comb += out.eq(Cat(mant[0:23], v["be"][0:8], Const(0, 1)))
+        m.d.comb += out.eq(Mux(v["is_special"], v["special"], Cat(mant[0:23], v["be"], Const(0, 1))))
         return {"word": v["word"], "spec": v["spec"], "mul": v["mul"], "exp": out}
 
     def _stage_a(self, m: Module, x, y, op, cuts, i: int) -> dict:
@@ -212,11 +225,14 @@ class VectorFunc(wiring.Component):
         rbe = Signal(signed(10), name=f"a_recip_be{i}")
         sbe = Signal(8, name=f"a_rsqrt_be{i}")
         m.d.comb += [rbe.eq(254 - xe - (xf != 0)), sbe.eq(((381 - xe) >> 1) - (xe[0] & (xf != 0)))]
+        # ``rbe <= 0`` as constant compares on the exponent, not through the subtraction's carry chain
+        r_small = Signal(name=f"a_recip_small{i}")
+        m.d.comb += r_small.eq((xe[1:] == 0x7F) | ((xe == 0xFD) & (xf != 0)))
         prod = Signal(32, name=f"a_prod{i}")
         exp = Signal(signed(11), name=f"a_exp{i}")
         m.d.comb += [prod.eq(Cat(yf, Const(1, 1)) * Cat(xf, Const(1, 1))), exp.eq(ye + xe - 127)]
         v = _cut(m, cuts, "a_cmp", i, xs=xs, ys=ys, **{f"x{k}": b for k, b in xc.items()},
-                 **{f"y{k}": b for k, b in yc.items()}, xm=xm, ym=ym, x_gt=x_gt, rbe=rbe, r_small=rbe <= 0,
+                 **{f"y{k}": b for k, b in yc.items()}, xm=xm, ym=ym, x_gt=x_gt, rbe=rbe, r_small=r_small,
                  sbe=sbe, prod=prod, exp=exp)
         xc, yc = {k: v[f"x{k}"] for k in xc}, {k: v[f"y{k}"] for k in yc}
         xs = v["xs"]

@@ -154,7 +154,8 @@ def test_vec_checks():
 
 
 def test_vec_timing():
-    """Memory read, multiplier, adder (the memory write its last register)."""
-    for m, s_ in ((1, 1), (2, 3)):
+    """Memory read, multiplier, adder (the memory write its last register); with pipelined
+    multipliers the result register before the write."""
+    for m, s_, out_reg in ((1, 1, 0), (1, 4, 0), (2, 3, 1), (3, 7, 1)):
         geo = Geometry.of(FettaConfig(mul_latency=m, add_latency=s_))
-        assert exec_cycles(vec(op="relu", chunks=5), geo) == 5 + m + s_
+        assert exec_cycles(vec(op="relu", chunks=5), geo) == 5 + m + s_ + out_reg

@@ -108,15 +108,18 @@ def test_rtl_matches_model_random_controls(N, L, dt, W, add_stages, data):
         assert od == md, f"mode={beat[2]:#x} bank={beat[3]} transpose={beat[4]}"
 
 
+@pytest.mark.parametrize("stages", [0, 1, 3])
 @pytest.mark.parametrize("dt,W", [("int16", 20), ("bf16", 32)])
-@settings(max_examples=25)
+@settings(max_examples=25, deadline=None)
 @given(data=st.data())
-def test_adder_switch_all_modes(dt, W, data):
-    """The adder switch alone, every mode and valid combination, against the model's switch."""
+def test_adder_switch_all_modes(dt, W, stages, data):
+    """The adder switch alone, every mode and valid combination, against the model's switch; with
+    inner stages the outputs follow the inputs ``stages`` cycles later (selects decoded up front)."""
     L = 2
     a = [data.draw(elem(dt, W)) for _ in range(L)]
     b = [data.draw(elem(dt, W)) for _ in range(L)]
-    dut = AdderSwitch(lanes=L, datatype=dt, width=W)
+    dut = AdderSwitch(lanes=L, datatype=dt, width=W, stages=stages)
+    assert dut.latency == stages
     add = sm.adder_for(dt, W)
     results = []
 
@@ -129,11 +132,15 @@ def test_adder_switch_all_modes(dt, W, data):
                     ctx.set(dut.mode, mode)
                     ctx.set(dut.a_valid, va)
                     ctx.set(dut.b_valid, vb)
+                    if stages:
+                        await ctx.tick().repeat(stages)
                     got = (sm.unpack_rows(ctx.get(dut.l), 1, L, W)[0], ctx.get(dut.l_valid),
                            sm.unpack_rows(ctx.get(dut.r), 1, L, W)[0], ctx.get(dut.r_valid))
                     results.append((mode.value, va, vb, got))
 
     sim = Simulator(dut)
+    if stages:
+        sim.add_clock(1e-6)
     sim.add_testbench(tb)
     sim.run()
     assert len(results) == 16

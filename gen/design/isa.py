@@ -800,11 +800,19 @@ GEMM_TAIL = 4
 MOVE_TAIL = 1
 
 
+def vector_latency(mul_latency: int, add_latency: int) -> int:
+    """Cycles from the vector unit's operands to its result (:class:`hdl.vector.VectorUnit`): the
+    multiplier (``mul_latency``), the adder less its last register (``add_latency - 1``), and with
+    pipelined multipliers (``mul_latency >= 2``) one result register after the result multiplexer
+    and the bfloat16 rounder (the register the memory write would otherwise be)."""
+    return mul_latency + add_latency - 1 + (1 if mul_latency >= 2 else 0)
+
+
 def vec_tail(geo: "Geometry") -> int:
-    """VEC: cycles after the last chunk is issued: memory read (1), the vector unit's multiplier
-    (``mul_latency``) and adder (``add_latency``, the memory write its last register), less one
-    (:class:`hdl.vector.VectorUnit`); 2 with the default latencies."""
-    return geo.mul_latency + geo.add_latency
+    """VEC: cycles after the last chunk is issued: memory read (1), then the vector unit's
+    :func:`vector_latency`, the memory write in the cycle its result is valid; 2 with the default
+    latencies."""
+    return 1 + vector_latency(geo.mul_latency, geo.add_latency)
 
 
 def interleave(ins: Instr, geo: Geometry) -> int:
@@ -878,7 +886,7 @@ def gemm_macs(ins: Instr, geo: Geometry) -> int:
 __all__ = ["INSTR_BITS", "ADDR_BITS", "STRIDE_BITS", "BOUND_BITS", "LOG_GRID_BITS", "SCALAR_BITS", "HOST_ADDR_BITS",
            "CYCLE_BITS", "DRAM_ADDR_BITS", "DmaMode", "dma_load", "dma_store", "dma_wait", "dma_beat_bits",
            "Opcode", "Dataflow", "Flag", "ErrorCode", "LAYOUT", "Instr", "IsaError", "decode", "nop",
-           "halt", "sync", "gemm", "vec", "VEC_OPS", "vec_tail", "vector_rows", "with_routes", "route_ok",
+           "halt", "sync", "gemm", "vec", "VEC_OPS", "vec_tail", "vector_latency", "vector_rows", "with_routes", "route_ok",
            "stationary", "horizontal", "CE_MODE", "CEMode", "VecOp", "BF16_ONE", "out_rows", "loads", "vec_delay",
            "last_issue", "gemm_latency", "interleave", "groups", "ce_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check",
            "ce_offsets", "group_offsets", "read_offsets", "transposed", "Transpose", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles",
