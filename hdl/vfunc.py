@@ -32,16 +32,18 @@ computes EXP and merges the ROM fractions; its ``S - 1`` registers sit at the cu
 :data:`FUNC_CUTS` first (named ``<cut>_<value><lane>``: ``b_scale`` after EXP's ``log2(e)``
 product and MUL's normalisation, ``b_shift`` after EXP's shift and rounding and MUL's rounding,
 ``b_sign`` after EXP's negation and MUL's exponent and special cases, ``b_rom`` after EXP's ROM
-read, ``b_interp`` after its interpolation product), the rest at the end (``b_o<lane>_d<n>``). ``o`` is valid **M + S - 1 cycles** after ``x`` / ``y`` / ``op``
-(``p``: ``S - 1`` cycles after it), one operand set per cycle; results do not depend on ``M``, ``S``.
+read, ``b_interp`` after its interpolation product, EXP's special results and the result
+multiplexer's one-hot selects ``b_interp_sel_<result>``), the rest at the end (``b_o<lane>_d<n>``).
+``o`` is valid **M + S - 1 cycles** after ``x`` / ``y`` / ``op`` (``p``: ``S - 1`` cycles after it),
+one operand set per cycle; results do not depend on ``M``, ``S``.
 
 Logic depth: stage A, a 24 x 8-bit multiplier (MUL) beside a 31-bit compare (MAX) and, after it
 or after the cut ``a_cmp``, the result multiplexers; stage B without
 cuts (``S = 1``), for EXP, a 16 x 29-bit constant multiplier, a 45-bit shifter, a 26-bit negation,
 the ROM and a 17 x 11-bit multiplier with its 24-bit add (the unit's longest path with EXP in use);
-with four or more registers in stage B (``S >= 5``) each piece is one carry chain or multiplier
-(with five, ``S >= 6``, the ROM read and the product after it apart)
-(measured Fmax: ``docs/synthesis.md``).
+with four or more registers in stage B (``S >= 5``) each piece is one carry chain or multiplier, and
+with five (``S >= 6``) the ROM read and the product after it are apart (measured Fmax:
+``docs/synthesis.md``).
 """
 
 from __future__ import annotations
