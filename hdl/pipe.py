@@ -6,7 +6,7 @@ from __future__ import annotations
 from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data
 
-__all__ = ["delay", "hold", "stage"]
+__all__ = ["decode", "delay", "hold", "stage"]
 
 
 def delay(m: Module, value, cycles: int, name: str):
@@ -18,6 +18,17 @@ def delay(m: Module, value, cycles: int, name: str):
         m.d.sync += reg.eq(value)
         value = reg
     return value
+
+
+def decode(m: Module, value, groups: dict, prefix: str) -> dict:
+    """One-hot selects ``{prefix}{key}``, set while ``value`` is one of ``groups[key]`` (a tuple of
+    case values; none set for a value in no group), by key."""
+    sel = {key: Signal(name=f"{prefix}{key}") for key in groups}
+    with m.Switch(value):
+        for key, cases in groups.items():
+            with m.Case(*cases):
+                m.d.comb += sel[key].eq(1)
+    return sel
 
 
 def hold(m: Module, when, sources: dict, prefix: str) -> dict:

@@ -86,7 +86,7 @@ from gen.design.isa import BF16_ONE, SCALAR_BITS, VecOp, vector_latency, vector_
 from gen.errors import ConfigError
 
 from hdl.fp import F32_QNAN, BF16Mul, FP32Add, FP32ToBF16
-from hdl.pipe import delay
+from hdl.pipe import decode, delay
 from hdl.vfunc import FUNC_OPS, VectorFunc
 
 __all__ = ["VectorUnit", "vector_unit", "vec_rows"]
@@ -154,7 +154,7 @@ class VectorUnit(wiring.Component):
         EB, AB = cfg.elem_bits, cfg.acc_bits
         is_float = cfg.datatype == "bf16"
         p1_op = delay(m, self.op, M, "p1_op")
-        o_sel = {key: delay(m, sel, S - 1, f"o_sel_{key}") for key, sel in _result_selects(m, p1_op).items()}
+        o_sel = {key: delay(m, sel, S - 1, f"o_sel_{key}") for key, sel in decode(m, p1_op, _RESULTS, "dec_").items()}
         if self._valid:
             m.d.comb += self.o_valid.eq(delay(m, self.valid, self.latency, "o_valid"))
         # ADD multiplies by one so that ADD and AXPY share the datapath
@@ -214,17 +214,8 @@ class VectorUnit(wiring.Component):
         return m
 
 
-def _result_selects(m: Module, op) -> dict:
-    """One-hot selects of the vector unit's result multiplexer, decoded from the operation code:
-    ``sum`` (ADD, AXPY), ``scale`` (SCALE), ``relu`` (RELU), ``fn`` (:data:`hdl.vfunc.FUNC_OPS`);
-    none for an unknown code (the result is zero)."""
-    groups = {"sum": (VecOp.ADD, VecOp.AXPY), "scale": (VecOp.SCALE,), "relu": (VecOp.RELU,), "fn": FUNC_OPS}
-    sel = {key: Signal(name=f"dec_{key}") for key in groups}
-    with m.Switch(op):
-        for key, codes in groups.items():
-            with m.Case(*codes):
-                m.d.comb += sel[key].eq(1)
-    return sel
+#: the vector unit's result multiplexer: which operation codes take which result (none: zero)
+_RESULTS = {"sum": (VecOp.ADD, VecOp.AXPY), "scale": (VecOp.SCALE,), "relu": (VecOp.RELU,), "fn": FUNC_OPS}
 
 
 def vector_unit(config: FettaConfig) -> VectorUnit:

@@ -58,7 +58,7 @@ from gen.design.vtables import (EXP_F_BITS, EXP_INDEX_BITS, EXP_R_BITS, EXP_ROM,
                                 RECIP_ROM, RSQRT_ROM)
 
 from hdl.fp import F32_QNAN
-from hdl.pipe import delay, stage
+from hdl.pipe import decode, delay, stage
 
 __all__ = ["VectorFunc", "FUNC_OPS", "FUNC_CUTS"]
 
@@ -129,12 +129,8 @@ class VectorFunc(wiring.Component):
         for cut in FUNC_CUT_NAMES[:-1]:     # the operation code at every cut point, shared by the lanes
             ops[cut] = stage(m, cuts, cut, op=ops[list(ops)[-1]])["op"]
         # the result multiplexer's one-hot selects, decoded before the last cut
-        sel = {key: Signal(name=f"b_dec_{key}") for key in ("mul", "exp", "word")}
-        with m.Switch(ops[FUNC_CUT_NAMES[-2]]):
-            for key, codes in (("mul", (VecOp.MUL,)), ("exp", (VecOp.EXP,)),
-                               ("word", (VecOp.MAX, VecOp.RECIP, VecOp.RSQRT))):
-                with m.Case(*codes):
-                    m.d.comb += sel[key].eq(1)
+        sel = decode(m, ops[FUNC_CUT_NAMES[-2]], {"mul": (VecOp.MUL,), "exp": (VecOp.EXP,),
+                                                  "word": (VecOp.MAX, VecOp.RECIP, VecOp.RSQRT)}, "b_dec_")
         sel = stage(m, cuts, FUNC_CUT_NAMES[-1], **{f"sel_{k}": v for k, v in sel.items()})
         for i in range(self.lanes):
             x, y = self.x[16 * i:16 * (i + 1)], self.y[32 * i:32 * (i + 1)]
