@@ -353,18 +353,41 @@ def _add_normalise(m: Module, cuts, v):
 
 
 def _add_round(m: Module, cuts, v):
-    """Stage ``round``: round to nearest, ties to even (a 24-bit increment); a carry out of it
-    leaves a zero fraction in both positions, so only the exponent and its checks are selected."""
+    """Stage ``round``: round to nearest, ties to even (a 23-bit increment of the fraction), then the
+    result: NaN, the other special results, exact cancellation (``+0``), flush to zero, overflow, or
+    the rounded number. The result is chosen before the stage's register, so the adder's output is a
+    register when ``round`` is a cut (no decode fans out after it into the adder's consumers), and
+    the choice adds one LUT after the increment: a carry out of the significand leaves a zero
+    fraction, so only the exponent depends on it, chosen between the two exponent fields decided
+    beforehand (with and without the carry: their flush and overflow checks, the special results);
+    the carry is an AND of the significand's bits beside the increment."""
     norm = v["norm"]
     lsb, guard, rnd, stk = norm[3], norm[2], norm[1], norm[0]
     round_up = Signal(name="round_up")
     m.d.comb += round_up.eq(guard & (rnd | stk | lsb))
-    rounded = Signal(25, name="rounded")  # 1.f plus a possible carry out
-    m.d.comb += rounded.eq(norm[3:27] + round_up)
-    carry = rounded[24]
-    return stage(m, cuts, "round", **_specials(v), sx=v["sx"],
-                  cancel=v["cancel"], res_frac=rounded[0:23], res_exp=Mux(carry, v["exp1"], v["exp0"]),
-                  under=Mux(carry, v["under1"], v["under0"]), over=Mux(carry, v["over1"], v["over0"]))
+    rounded = Signal(23, name="rounded")  # the fraction after rounding (0 after a carry out)
+    m.d.comb += rounded.eq(norm[3:26] + round_up)
+    carry = Signal(name="round_carry")
+    m.d.comb += carry.eq(round_up & norm[3:27].all())
+    sp, cancel, sx = v["special"], v["cancel"], v["sx"]
+    nan, sp_other = Signal(name="round_nan"), Signal(name="round_sp")
+    m.d.comb += [nan.eq(sp & v["special_nan"]), sp_other.eq(sp & ~v["special_nan"])]
+    exps = []
+    for c in (0, 1):     # the exponent field without / with the rounding carry
+        under, over = v[f"under{c}"], v[f"over{c}"]
+        normal, big = Signal(name=f"round_normal{c}"), Signal(name=f"round_big{c}")
+        field = Signal(8, name=f"round_exp{c}")
+        m.d.comb += [normal.eq(~(sp | cancel | under | over)),
+                     # 0xFF: NaN, a special infinity, an overflow
+                     big.eq(nan | (sp_other & v["special_inf"]) | (~sp & ~cancel & ~under & over)),
+                     field.eq((v[f"exp{c}"] & normal.replicate(8)) | big.replicate(8))]
+        exps.append(field)
+    keep = Signal(name="round_keep")      # the rounded fraction is the result's (without a carry)
+    m.d.comb += keep.eq(~(sp | cancel | v["under0"] | v["over0"]))
+    res = Signal(FP32_BITS, name="result")
+    m.d.comb += res.eq(Cat((rounded & keep.replicate(23)) | Cat(Const(0, 22), nan), Mux(carry, exps[1], exps[0]),
+                           Mux(sp_other, v["special_sign"], ~sp & ~cancel & sx)))
+    return stage(m, cuts, "round", res=res)
 
 
 class FP32Add(wiring.Component):
@@ -426,19 +449,7 @@ class FP32Add(wiring.Component):
         v = _add_sum(m, cuts, v)
         v = _add_normalise(m, cuts, v)
         v = _add_round(m, cuts, v)
-        sx = v["sx"]
-        with m.If(v["special"] & v["special_nan"]):
-            m.d.comb += self.o.eq(F32_QNAN)
-        with m.Elif(v["special"]):
-            m.d.comb += self.o.eq(Cat(Const(0, 23), v["special_inf"].replicate(8), v["special_sign"]))
-        with m.Elif(v["cancel"]):
-            m.d.comb += self.o.eq(0)  # exact cancellation is +0 under RNE
-        with m.Elif(v["under"]):
-            m.d.comb += self.o.eq(Cat(Const(0, 31), sx))  # FTZ keeps the sign
-        with m.Elif(v["over"]):
-            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sx))
-        with m.Else():
-            m.d.comb += self.o.eq(Cat(v["res_frac"], v["res_exp"], sx))
+        m.d.comb += self.o.eq(v["res"])
         return m
 
 
