@@ -29,20 +29,24 @@ exponents and the product, before the operations' result multiplexers;
 the RECIP / RSQRT ROMs are read synchronously, their address (``x``'s fraction) delayed ``M - 1``
 cycles, so their data arrives with ``p1``. Stage B (from ``a_*``, the ROM data and ``p``) rounds MUL,
 computes EXP and merges the ROM fractions; its ``S - 1`` registers sit at the cut points of
-:data:`FUNC_CUTS` first (named ``<cut>_<value><lane>``: ``b_scale`` after EXP's ``log2(e)``
-product and MUL's normalisation, ``b_shift`` after EXP's shift and rounding and MUL's rounding,
-``b_sign`` after EXP's negation and MUL's exponent and special cases, ``b_rom`` after EXP's ROM
-read, ``b_interp`` after its interpolation product, EXP's special results and the result
-multiplexer's one-hot selects ``b_interp_sel_<result>``), the rest at the end (``b_o<lane>_d<n>``).
+:data:`FUNC_CUTS` first (named ``<cut>_<value><lane>``: ``b_part`` after the two partial products
+of EXP's ``log2(e)`` product and MUL's normalisation, ``b_scale`` after their sum, ``b_shift`` after
+EXP's shift (its rounding is one carry chain with the sign after it; its saturation is decided on
+``p`` itself: :data:`~gen.design.vtables.EXP_SAT_MP`) and MUL's rounding, ``b_sign`` after EXP's
+rounding and sign and MUL's exponent and special cases, ``b_rom`` after EXP's ROM read, ``b_interp``
+after its interpolation product, EXP's special results and the result multiplexer's one-hot selects
+``b_interp_sel_<result>``), the rest at the end (``b_o<lane>_d<n>``).
 ``o`` is valid **M + S - 1 cycles** after ``x`` / ``y`` / ``op`` (``p``: ``S - 1`` cycles after it),
 one operand set per cycle; results do not depend on ``M``, ``S``.
 
-Logic depth: stage A, a 24 x 8-bit multiplier (MUL) beside a 31-bit compare (MAX) and, after it
+Logic depth: stage A, a 24 x 8-bit multiplier (MUL; two 12 x 8-bit halves before the cut ``a_cmp``,
+added after it) beside a 31-bit compare (MAX) and, after it
 or after the cut ``a_cmp``, the result multiplexers; stage B without
-cuts (``S = 1``), for EXP, a 16 x 29-bit constant multiplier, a 45-bit shifter, a 26-bit negation,
+cuts (``S = 1``), for EXP, a 16 x 29-bit constant multiplier, a 45-bit shifter, a 26-bit add (rounding and sign),
 the ROM and a 17 x 11-bit multiplier with its 24-bit add (the unit's longest path with EXP in use);
-with four or more registers in stage B (``S >= 5``) each piece is one carry chain or multiplier, and
-with five (``S >= 6``) the ROM read and the product after it are apart (measured Fmax:
+with four or more registers in stage B (``S >= 5``) each piece is one carry chain or multiplier,
+with five (``S >= 6``) the ROM read and the product after it are apart, and with six (``S = 7``) the
+``log2(e)`` product's two halves and their sum (measured Fmax:
 ``docs/synthesis.md``).
 """
 
@@ -54,8 +58,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from gen.design.isa import VecOp
-from gen.design.vtables import (EXP_F_BITS, EXP_INDEX_BITS, EXP_R_BITS, EXP_ROM, EXP_T_BITS, LOG2E_BITS, LOG2E_FIXED,
-                                RECIP_ROM, RSQRT_ROM)
+from gen.design.vtables import (EXP_F_BITS, EXP_INDEX_BITS, EXP_R_BITS, EXP_ROM, EXP_SAT_E, EXP_SAT_MP, EXP_SHIFT,
+                                EXP_T_BITS, LOG2E_FIXED, RECIP_ROM, RSQRT_ROM)
 
 from hdl.fp import F32_QNAN
 from hdl.pipe import decode, delay, stage
@@ -65,18 +69,17 @@ __all__ = ["VectorFunc", "FUNC_OPS", "FUNC_CUTS"]
 #: the operations :class:`VectorFunc` computes
 FUNC_OPS = (VecOp.MUL, VecOp.MAX, VecOp.EXP, VecOp.RECIP, VecOp.RSQRT)
 #: stage B's cut points in datapath order
-FUNC_CUT_NAMES = ("b_scale", "b_shift", "b_sign", "b_rom", "b_interp")
+FUNC_CUT_NAMES = ("b_part", "b_scale", "b_shift", "b_sign", "b_rom", "b_interp")
 #: registers in stage B (``add_latency - 1``) -> the cut points that get one (balanced by logic
-#: depth); registers beyond five go after the result mux
+#: depth); registers beyond six go after the result mux
 FUNC_CUTS = {0: (), 1: ("b_shift",), 2: ("b_scale", "b_sign"), 3: ("b_scale", "b_shift", "b_interp"),
-             4: ("b_scale", "b_shift", "b_sign", "b_interp"), 5: FUNC_CUT_NAMES}
+             4: ("b_scale", "b_shift", "b_sign", "b_interp"), 5: FUNC_CUT_NAMES[1:], 6: FUNC_CUT_NAMES}
 
 _INF = 0x7F800000
 _ONE = 0x3F800000
-#: ``u * 2**EXP_F_BITS = (significand * LOG2E_FIXED) >> (_EXP_SHIFT - e)`` (``sim.vector_ref.EXP_SHIFT``)
-_EXP_SHIFT = 15 + LOG2E_BITS - EXP_F_BITS + 127
-#: ``p`` with a biased exponent of at least this saturates EXP (``|p| >= 128``)
-_EXP_BIG = 127 + 7
+#: EXP's ``log2(e)`` product as two partial products (``b_part``): the constant's low bits and the rest
+_LOG2E_SPLIT = 15
+_LOG2E_LO, _LOG2E_HI = LOG2E_FIXED & ((1 << _LOG2E_SPLIT) - 1), LOG2E_FIXED >> _LOG2E_SPLIT
 
 
 def _classes(m: Module, s, e, f, name: str) -> dict:
@@ -134,7 +137,7 @@ class VectorFunc(wiring.Component):
         sel = stage(m, cuts, FUNC_CUT_NAMES[-1], **{f"sel_{k}": v for k, v in sel.items()})
         for i in range(self.lanes):
             x, y = self.x[16 * i:16 * (i + 1)], self.y[32 * i:32 * (i + 1)]
-            a = self._stage_a(m, x, y, a_op, a_cuts, i)
+            a = self._stage_a(m, x, y, self.op, a_cuts, i)
             rd = {}
             for name, addr in (("recip", x[0:7]), ("rsqrt", x[0:8])):
                 port = roms[name].read_port()            # synchronous: the data arrives with p1
@@ -157,18 +160,31 @@ class VectorFunc(wiring.Component):
         of the ``2**f`` ROM)."""
         keep = {"word": word, "spec": a["spec"]}
         s, e, frac = p[31], p[23:31], p[0:23]
-        exp_flags = {"nan": (e == 0xFF) & (frac != 0), "sat": e >= _EXP_BIG, "zero": e == 0, "s": s}
-        scaled = Signal(16 + LOG2E_FIXED.bit_length(), name=f"b_exp_scaled{i}")
+        # saturation (|u| >= 128) from p itself: its exponent, and at EXP_SAT_E its significand
+        sat = (e > EXP_SAT_E) | ((e == EXP_SAT_E) & (frac[8:23] >= EXP_SAT_MP - (1 << 15)))
+        exp_flags = {"nan": (e == 0xFF) & (frac != 0), "sat": sat, "zero": e == 0, "s": s}
+        sig = Cat(frac[8:23], Const(1, 1))
+        part_lo = Signal(16 + _LOG2E_SPLIT, name=f"b_exp_part_lo{i}")
+        part_hi = Signal(16 + _LOG2E_HI.bit_length(), name=f"b_exp_part_hi{i}")
         sh = Signal(8, name=f"b_exp_sh{i}")
-        m.d.comb += [scaled.eq(Cat(frac[8:23], Const(1, 1)) * LOG2E_FIXED), sh.eq(_EXP_SHIFT - 1 - e)]
-        v = _cut(m, cuts, "b_scale", i, **keep, **exp_flags, scaled=scaled, sh=sh, **_mul_norm(m, a, i))
-        ua = Signal(27, name=f"b_exp_ua{i}")
-        m.d.comb += ua.eq(((v["scaled"] >> v["sh"]) + 1) >> 1)
-        exp_flags = {k: v[k] for k in ("nan", "zero", "s")} | {"sat": v["sat"] | ua[25] | ua[26]}
+        m.d.comb += [part_lo.eq(sig * _LOG2E_LO), part_hi.eq(sig * _LOG2E_HI), sh.eq(EXP_SHIFT - 1 - e)]
+        v = _cut(m, cuts, "b_part", i, **keep, **exp_flags, part_lo=part_lo, part_hi=part_hi, sh=sh,
+                 **_mul_norm(m, a, i))
+        scaled = Signal(16 + LOG2E_FIXED.bit_length(), name=f"b_exp_scaled{i}")
+        m.d.comb += scaled.eq(v["part_lo"] + (v["part_hi"] << _LOG2E_SPLIT))
+        keep = {k: v[k] for k in ("word", "spec", "nan", "sat", "zero", "s", "sh", "sig", "eb", "sign")}
+        v = _cut(m, cuts, "b_scale", i, **keep, scaled=scaled)
+        # u's magnitude with one more fraction bit (below 2**26 unless saturated)
+        ux = Signal(27, name=f"b_exp_ux{i}")
+        m.d.comb += ux.eq(v["scaled"] >> v["sh"])
+        exp_flags = {k: v[k] for k in ("nan", "zero", "sat", "s")}
         mul = {f"mul_{k}": x for k, x in _mul_round(m, v, i).items()}
-        v = _cut(m, cuts, "b_shift", i, word=v["word"], spec=v["spec"], **exp_flags, ua=ua, **mul)
+        v = _cut(m, cuts, "b_shift", i, word=v["word"], spec=v["spec"], **exp_flags, ux=ux, **mul)
+        # u = +-((ux + 1) >> 1), rounding and sign in one carry chain: with y = ux >> 1 and r = ux & 1,
+        # y + r, or -(y + r) = ~y + (1 - r)
+        s_all = v["s"].replicate(26)
         u = Signal(26, name=f"b_exp_u{i}")
-        m.d.comb += u.eq(Mux(v["s"], -v["ua"], v["ua"]))
+        m.d.comb += u.eq((v["ux"][1:27] ^ s_all) + (v["ux"][0] ^ v["s"]))
         keep = {k: v[k] for k in ("word", "spec", "nan", "zero", "sat", "s")}
         keep["mul"] = _mul_pack(m, {k[4:]: x for k, x in v.items() if k.startswith("mul_")}, i)
         v = _cut(m, cuts, "b_sign", i, **keep, u=u)
@@ -207,7 +223,8 @@ class VectorFunc(wiring.Component):
 
     def _stage_a(self, m: Module, x, y, op, cuts, i: int) -> dict:
         """Stage A of lane ``i``: the registers ``a_*`` (``M`` deep) of every op; with ``M >= 2`` the
-        first of them is the cut ``a_cmp`` (``cuts``; ``op``: the operation code after it).
+        first of them is the cut ``a_cmp`` (``cuts``; ``op``: the operation code, decoded before it into
+        one-hot flags that the cut registers per lane).
 
         ``word``: MAX's result; RECIP / RSQRT's sign and exponent or special result (``rom``: or
         the ROM fraction into it); MUL's special result (``spec``). ``prod`` / ``exp`` / ``sign``:
@@ -218,49 +235,61 @@ class VectorFunc(wiring.Component):
         # before the cut: the compares, exponents and the significand product
         xm = Mux(xc["zero"], 0, Cat(Const(0, 16), x[0:15]))          # MAX: magnitudes (DAZ), x widened
         ym = Mux(yc["zero"], 0, y[0:31])
+        # |x| > |y| and |x| < |y| from a 15-bit compare of x with y's high bits (x widened has 16 zero
+        # low bits): beside it the zero classes and y's low bits, not 31-bit compares after the zero masks
+        hi_gt, hi_lt = Signal(name=f"a_max_hgt{i}"), Signal(name=f"a_max_hlt{i}")
+        m.d.comb += [hi_gt.eq(x[0:15] > y[16:31]), hi_lt.eq(x[0:15] < y[16:31])]
+        y_lo = y[0:16] != 0
+        mag_gt = ~xc["zero"] & (yc["zero"] | hi_gt)
+        mag_lt = ~yc["zero"] & (xc["zero"] | hi_lt | (~hi_gt & y_lo))
         x_gt = Signal(name=f"a_max_xgt{i}")
-        m.d.comb += x_gt.eq(Mux(xs != ys, ys, Mux(xs, xm < ym, xm > ym)))
+        m.d.comb += x_gt.eq(Mux(xs != ys, ys, Mux(xs, mag_lt, mag_gt)))
         rbe = Signal(signed(10), name=f"a_recip_be{i}")
         sbe = Signal(8, name=f"a_rsqrt_be{i}")
         m.d.comb += [rbe.eq(254 - xe - (xf != 0)), sbe.eq(((381 - xe) >> 1) - (xe[0] & (xf != 0)))]
         # ``rbe <= 0`` as constant compares on the exponent, not through the subtraction's carry chain
         r_small = Signal(name=f"a_recip_small{i}")
         m.d.comb += r_small.eq((xe[1:] == 0x7F) | ((xe == 0xFD) & (xf != 0)))
-        prod = Signal(32, name=f"a_prod{i}")
+        # MUL's 24 x 8-bit significand product as two 12 x 8-bit halves (one DSP each), added after the cut
+        ym_sig, xm_sig = Cat(yf, Const(1, 1)), Cat(xf, Const(1, 1))
+        prod_lo, prod_hi = Signal(20, name=f"a_prod_lo{i}"), Signal(20, name=f"a_prod_hi{i}")
         exp = Signal(signed(11), name=f"a_exp{i}")
-        m.d.comb += [prod.eq(Cat(yf, Const(1, 1)) * Cat(xf, Const(1, 1))), exp.eq(ye + xe - 127)]
+        m.d.comb += [prod_lo.eq(ym_sig[0:12] * xm_sig), prod_hi.eq(ym_sig[12:24] * xm_sig), exp.eq(ye + xe - 127)]
         v = _cut(m, cuts, "a_cmp", i, xs=xs, ys=ys, **{f"x{k}": b for k, b in xc.items()},
                  **{f"y{k}": b for k, b in yc.items()}, xm=xm, ym=ym, x_gt=x_gt, rbe=rbe, r_small=r_small,
-                 sbe=sbe, prod=prod, exp=exp)
+                 sbe=sbe, prod_lo=prod_lo, prod_hi=prod_hi, exp=exp,
+                 **{f"is_{k.name.lower()}": op == k for k in (VecOp.MUL, VecOp.MAX, VecOp.RECIP, VecOp.RSQRT)})
+        prod = Signal(32, name=f"a_prod{i}")
+        m.d.comb += prod.eq(v["prod_lo"] + (v["prod_hi"] << 12))
         xc, yc = {k: v[f"x{k}"] for k in xc}, {k: v[f"y{k}"] for k in yc}
         xs = v["xs"]
         word, rom, spec = Signal(32, name=f"a_word{i}"), Signal(name=f"a_rom{i}"), Signal(name=f"a_spec{i}")
         sign_zero, sign_inf = Cat(Const(0, 31), xs), Cat(Const(_INF, 31), xs)
-        with m.Switch(op):
-            with m.Case(VecOp.MUL):
-                self._mul_special(m, xc, yc, xs ^ v["ys"], word, spec)
-            with m.Case(VecOp.MAX):
-                with m.If(xc["nan"] | yc["nan"]):
-                    m.d.comb += word.eq(F32_QNAN)
-                with m.Else():
-                    m.d.comb += word.eq(Mux(v["x_gt"], Cat(v["xm"], xs), Cat(v["ym"], v["ys"])))
-            with m.Case(VecOp.RECIP):
-                with m.If(xc["nan"]):
-                    m.d.comb += word.eq(F32_QNAN)
-                with m.Elif(xc["inf"] | (~xc["zero"] & v["r_small"])):
-                    m.d.comb += word.eq(sign_zero)
-                with m.Elif(xc["zero"]):
-                    m.d.comb += word.eq(sign_inf)
-                with m.Else():
-                    m.d.comb += [word.eq(Cat(Const(0, 23), v["rbe"][0:8], xs)), rom.eq(1)]
-            with m.Case(VecOp.RSQRT):
-                with m.If(xc["nan"] | (xs & ~xc["zero"])):
-                    m.d.comb += word.eq(F32_QNAN)
-                with m.Elif(xc["zero"]):
-                    m.d.comb += word.eq(sign_inf)
-                with m.Elif(~xc["inf"]):
-                    m.d.comb += [word.eq(Cat(Const(0, 23), v["sbe"])), rom.eq(1)]
-        vals = {"word": word, "rom": rom, "spec": spec, "prod": v["prod"], "exp": v["exp"], "sign": xs ^ v["ys"]}
+        # the operation as one-hot flags registered per lane with the cut (no shared decode fans out after it)
+        with m.If(v["is_mul"]):
+            self._mul_special(m, xc, yc, xs ^ v["ys"], word, spec)
+        with m.Elif(v["is_max"]):
+            with m.If(xc["nan"] | yc["nan"]):
+                m.d.comb += word.eq(F32_QNAN)
+            with m.Else():
+                m.d.comb += word.eq(Mux(v["x_gt"], Cat(v["xm"], xs), Cat(v["ym"], v["ys"])))
+        with m.Elif(v["is_recip"]):
+            with m.If(xc["nan"]):
+                m.d.comb += word.eq(F32_QNAN)
+            with m.Elif(xc["inf"] | (~xc["zero"] & v["r_small"])):
+                m.d.comb += word.eq(sign_zero)
+            with m.Elif(xc["zero"]):
+                m.d.comb += word.eq(sign_inf)
+            with m.Else():
+                m.d.comb += [word.eq(Cat(Const(0, 23), v["rbe"][0:8], xs)), rom.eq(1)]
+        with m.Elif(v["is_rsqrt"]):
+            with m.If(xc["nan"] | (xs & ~xc["zero"])):
+                m.d.comb += word.eq(F32_QNAN)
+            with m.Elif(xc["zero"]):
+                m.d.comb += word.eq(sign_inf)
+            with m.Elif(~xc["inf"]):
+                m.d.comb += [word.eq(Cat(Const(0, 23), v["sbe"])), rom.eq(1)]
+        vals = {"word": word, "rom": rom, "spec": spec, "prod": prod, "exp": v["exp"], "sign": xs ^ v["ys"]}
         return {k: delay(m, x_, self._M - len(cuts), f"a_{k}{i}") for k, x_ in vals.items()}
 
     @staticmethod

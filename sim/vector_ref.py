@@ -13,7 +13,7 @@ import numpy as np
 
 from gen.design.config import FettaConfig
 from gen.design.isa import BF16_ONE, VecOp
-from gen.design.vtables import (EXP_F_BITS, EXP_R_BITS, EXP_ROM, EXP_T_BITS, LOG2E_BITS, LOG2E_FIXED, RECIP_ROM,
+from gen.design.vtables import (EXP_F_BITS, EXP_R_BITS, EXP_ROM, EXP_SHIFT, EXP_T_BITS, LOG2E_FIXED, RECIP_ROM,
                                 RSQRT_ROM)
 from sim import bf16 as fp
 
@@ -26,8 +26,6 @@ _RECIP = np.array(RECIP_ROM, np.uint64)
 _RSQRT = np.array(RSQRT_ROM, np.uint64)
 #: ``|p| >= 2**EXP_BIG_E`` (unbiased) saturates ``EXP``: ``|p * log2(e)| >= 128`` after rounding or before
 EXP_BIG_E = 7
-#: ``u * 2**EXP_F_BITS = (mp * LOG2E_FIXED) >> (EXP_SHIFT - e)`` for the 16-bit significand ``mp`` of ``p``
-EXP_SHIFT = 15 + LOG2E_BITS - EXP_F_BITS + 127
 
 
 def _fields(bits, wide: bool):

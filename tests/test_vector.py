@@ -15,6 +15,7 @@ from gen.design.isa import check as isa_check
 from tests.test_controller import GEO as CGEO
 from tests.test_controller import decode_rtl
 from gen.design.isa import BF16_ONE, VecOp
+from gen.design.vtables import EXP_SAT_E, EXP_SAT_MP
 from hdl.vector import VectorUnit, vec_rows
 from sim.vector_ref import exp_bits, vec_ref
 from sim import bf16 as fp
@@ -79,7 +80,7 @@ def check(config, batches):
 @pytest.mark.parametrize("latencies", [(1, 1), (2, 2), (2, 3), (1, 4), (1, 5), (1, 6), (2, 7)], ids=lambda x: f"M{x[0]}S{x[1]}")
 def test_special_values_every_op(latencies):
     """Every operation on special values, back to back, at several multiplier / adder latencies
-    (every count of :data:`hdl.vfunc.FUNC_CUTS` and registers after the last cut)."""
+    (every count of :data:`hdl.vfunc.FUNC_CUTS`)."""
     rng = np.random.default_rng(1)
     batches = []
     for op in VecOp:
@@ -231,6 +232,49 @@ def test_exp_of_every_product_against_float64():
             assert np.isinf(got[exact > 2.0 ** 128 * (1 + 1e-5)]).all(), (s, e)
             assert _same(got[np.isnan(p)], np.full(int(np.isnan(p).sum()), np.nan)).all()
     assert 2.0 ** -18.5 < worst <= EXP_REL_BOUND
+
+
+def test_exp_saturation_threshold():
+    """The RTL tests EXP's saturation (``|u| >= 128`` after rounding) on ``p`` itself:
+    ``e > EXP_SAT_E``, or ``e == EXP_SAT_E`` and the significand at least ``EXP_SAT_MP``. The
+    reference, which tests the rounded ``|u|``, agrees on every 16-bit significand at every exponent,
+    and the RTL on bfloat16 products next to the threshold (``x * a`` one significand step either side)."""
+    sig = np.arange(1 << 15, 1 << 16, dtype=np.uint64)
+    for e in range(120, 140):
+        pb = (np.uint64(e) << np.uint64(23)) | ((sig - np.uint64(1 << 15)) << np.uint64(8))
+        got = exp_bits(pb)
+        want_sat = (e > EXP_SAT_E) | ((e == EXP_SAT_E) & (sig >= EXP_SAT_MP))
+        assert ((got == 0x7F800000) == want_sat).all(), e
+    # x * a with the product's significand X * A straddling EXP_SAT_MP at EXP_SAT_E: a = 1.A * 2**3,
+    # x = 1.X * 2**3 (|p| = 64 .. 128 when X * A >= 2**15)
+    pairs = []
+    for A in range(128, 256):
+        X = -(-EXP_SAT_MP // A)                      # the first significand at or above the threshold
+        if X < 256 and (X - 1) * A >= 1 << 15:
+            pairs.append((A, X - 1, X))
+    assert {x * A >= EXP_SAT_MP for A, lo, hi in pairs for x in (lo, hi)} == {False, True}
+    batches = []
+    for A, lo, hi in pairs[:LANES]:
+        a = (130 << 7) | (A - 128)
+        xs = [(s << 15) | (130 << 7) | (x - 128) for x in (lo, hi) for s in (0, 1)]
+        xs = (xs * LANES)[:LANES]
+        batches.append((int(VecOp.EXP), a, xs, [0] * LANES))
+    check(CFG.replace(mul_latency=2, add_latency=7), batches)
+    check(CFG, batches)
+
+
+def test_max_when_y_has_the_high_bits_of_x():
+    """MAX compares ``x`` with ``y``'s high 16 bits and tests ``y``'s low bits beside them: ``y`` equal
+    to ``x`` widened, a low bit above it, and the next bfloat16 step either side, both signs, zeros."""
+    xs_all = [0x3F80, 0xBF80, 0x4049, 0xC049, 0x0080, 0x8080, 0x7F7F, 0x0000, 0x8000]
+    batches = []
+    for x in xs_all:
+        wide = x << 16
+        ys = [wide, wide | 1, wide | 0x8000, wide + (1 << 16), wide - (1 << 16), wide ^ (1 << 31),
+              (wide ^ (1 << 31)) | 1, 0x00000001]
+        batches.append((int(VecOp.MAX), BF16_ONE, [x] * LANES, [y & 0xFFFFFFFF for y in ys][:LANES]))
+    for latencies in ((1, 1), (2, 7)):
+        check(CFG.replace(mul_latency=latencies[0], add_latency=latencies[1]), batches)
 
 
 def test_mul_rounds_up_to_the_smallest_normal():

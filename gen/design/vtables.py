@@ -25,7 +25,7 @@ import decimal
 from math import isqrt
 
 __all__ = ["RECIP_ROM", "RSQRT_ROM", "EXP_ROM", "EXP_F_BITS", "EXP_R_BITS", "EXP_INDEX_BITS", "LOG2E_FIXED",
-           "LOG2E_BITS", "EXP_T_BITS", "exp_rom_split"]
+           "LOG2E_BITS", "EXP_T_BITS", "EXP_SHIFT", "EXP_SAT_E", "EXP_SAT_MP", "exp_rom_split"]
 
 #: fraction bits of ``u = p * log2(e)`` in fixed point (rounded to nearest, ties up)
 EXP_F_BITS = 18
@@ -120,3 +120,27 @@ LOG2E_FIXED = int((_CTX.divide(_CTX.create_decimal(1), _CTX.create_decimal(2).ln
 RECIP_ROM: tuple[int, ...] = tuple(_recip_rom())
 RSQRT_ROM: tuple[int, ...] = tuple(_rsqrt_rom())
 EXP_ROM: tuple[int, ...] = tuple(_exp_rom())
+
+#: ``u * 2**EXP_F_BITS = ((mp * LOG2E_FIXED >> (EXP_SHIFT - 1 - e)) + 1) >> 1`` for the 16-bit
+#: significand ``mp`` and the biased exponent ``e`` of the product ``p`` (``EXP``)
+EXP_SHIFT = 15 + LOG2E_BITS - EXP_F_BITS + 127
+#: ``p`` with a biased exponent above this saturates ``EXP`` (``|p| >= 128``); at this exponent
+#: (``64 <= |p| < 128``) the significands from :data:`EXP_SAT_MP` do (``|u| >= 128`` after rounding)
+EXP_SAT_E = 127 + 6
+
+
+def _exp_sat_mp() -> int:
+    """The smallest significand ``mp`` at :data:`EXP_SAT_E` whose rounded ``|u|`` reaches 128 (``u``
+    grows with ``mp``; below :data:`EXP_SAT_E` no ``|u|`` does: ``|p| < 64`` gives ``|u| < 93``)."""
+    def ua(mp: int) -> int:
+        return ((mp * LOG2E_FIXED >> (EXP_SHIFT - 1 - EXP_SAT_E)) + 1) >> 1
+    lo, hi = 1 << 15, (1 << 16) - 1
+    assert ua(hi) >= 128 << EXP_F_BITS
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if ua(mid) < 128 << EXP_F_BITS else (lo, mid)
+    return lo
+
+
+#: the smallest 16-bit significand of a product at :data:`EXP_SAT_E` whose ``EXP`` saturates
+EXP_SAT_MP = _exp_sat_mp()
