@@ -413,7 +413,8 @@ class FP32Add(wiring.Component):
         (``compare``: after the exponent difference, the operand order by exponent and the
         operand classes; ``align``: after the alignment shift and sticky;
         ``add``: after the 28-bit add/subtract; ``lzc``: after the leading-zero count; ``norm``:
-        after the normalising shift and the exponent; ``round``: after the rounding increment).
+        after the normalising shift and the exponent; ``round``: after the rounding increment and
+        the result's choice, so at six stages ``o`` is a register).
 
     Ports
     -----
@@ -425,10 +426,10 @@ class FP32Add(wiring.Component):
 
     Logic depth (combinational: the critical path of the PE): 9-bit exponent subtractions and
     the order multiplexers, 27-bit barrel shift right (the sticky bit from a mask built in
-    parallel, the 23-bit significand compare at equal exponents beside it), 28-bit add/subtract, 27-bit leading-zero count
-    (a 5-level tree), 27-bit barrel shift left (beside it the 8-bit exponent subtractions and
-    compares), 24-bit rounding increment, special-case muxes; ``docs/synthesis.md`` has the ECP5
-    Fmax per stage count.
+    parallel, the 23-bit significand compare at equal exponents beside it), 28-bit add/subtract,
+    27-bit leading-zero count (a 5-level tree), 27-bit barrel shift left (beside it the 8-bit
+    exponent subtractions and compares), 23-bit rounding increment with the result's choice one
+    LUT behind it; ``docs/synthesis.md`` has the ECP5 Fmax per stage count.
     """
 
     def __init__(self, *, stages: int = 0):

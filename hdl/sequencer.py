@@ -107,12 +107,12 @@ class GemmIssue(wiring.Component):
             "guard": Out(BOUND_BITS + config.add_latency.bit_length() + 1),
         })
 
-    def _walker(self, m, h, op: str, start, window, period_last, q, done=None):
+    def _walker(self, m, h, op: str, start, window, period, q, done=None):
         """Tile counters and addresses of operand ``op``: ``window`` accesses at the start of every
-        ``period_last + 1``-cycle group of ``q`` tiles from the cycle after ``start``; drives ``done``
-        (if given) in the last cycle of the last group. Returns (access this cycle, cycle in the group,
+        ``period``-cycle group of ``q`` tiles from the cycle after ``start``; drives ``done`` (if
+        given) in the last cycle of the last group. Returns (access this cycle, cycle in the group,
         issuing)."""
-        width = len(period_last)
+        width = len(period)
         issuing = Signal(name=f"{op}_issuing")
         pcnt = Signal(width, name=f"{op}_pcnt")          # cycle within the group
         l0 = Signal(BOUND_BITS, name=f"{op}_l0")
@@ -149,7 +149,7 @@ class GemmIssue(wiring.Component):
             with m.Else():
                 m.d.comb += n_t.eq(r_t + stride["l0"])
         last = Signal(name=f"{op}_last_cycle")
-        m.d.comb += last.eq(issuing & (pcnt == period_last) & ~n_more)
+        m.d.comb += last.eq(issuing & (pcnt == period - 1) & ~n_more)
         if done is not None:
             m.d.comb += done.eq(last)
         with m.If(start):
@@ -166,12 +166,12 @@ class GemmIssue(wiring.Component):
             m.d.sync += [more.eq(n_more), r_t.eq(n_t), pcnt.eq(pcnt + 1)]
             # the next cycle's access: a tile's start in the first q cycles of a group, else lagged
             n_pcnt = Signal(width, name=f"{op}_n_pcnt")
-            m.d.comb += n_pcnt.eq(Mux(pcnt == period_last, 0, pcnt + 1))
+            m.d.comb += n_pcnt.eq(Mux(pcnt == period - 1, 0, pcnt + 1))
             with m.If(n_pcnt < q):
                 m.d.sync += [row.eq(n_t), slot.eq(n_more)]
             with m.Else():
                 m.d.sync += [row.eq(later), slot.eq(later_slot)]
-            with m.If(pcnt == period_last):
+            with m.If(pcnt == period - 1):
                 m.d.sync += pcnt.eq(0)
             with m.If(last):
                 m.d.sync += issuing.eq(0)
@@ -179,30 +179,23 @@ class GemmIssue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # the fields, sampled at start: the cycle of start may be the last one of the previous GEMM;
-        # with them the loop quantities derived from them (computed from the ports in the cycle of
-        # start), so the walkers' compares start from registers
+        # the fields, sampled at start: the cycle of start may be the last one of the previous GEMM
         strides = [f"{op}_s{lv}" for op in "ab" for lv in ("k", "l0", "l1")]
-        names = ("L0", "L1", "stationary", "a_base", "b_base", *strides)
+        names = ("K", "L0", "L1", "stationary", "loads", "a_base", "b_base", *strides)
+        h = hold(m, self.start, {name: getattr(self, name) for name in names}, "held_")
+        K, st, nload = h["K"], h["stationary"], h["loads"]
         S = self._slots
+        # tiles per group: 1 (IS/WS) or add_latency (OS, the PEs' accumulation loop)
+        q = Signal(range(S + 1), name="q")
+        m.d.comb += q.eq(Mux(st, 1, S))
+        # q * K vectors per group; period max(K, loads) (IS/WS) or q * max(K, ce_rows) (OS: the
+        # Psum registers drain one row per cycle)
         width = BOUND_BITS + S.bit_length()
-        K, st, nload = self.K, self.stationary, self.loads
-        # tiles per group: 1 (IS/WS) or add_latency (OS, the PEs' accumulation loop); q * K vectors
-        # per group; period max(K, loads) (IS/WS) or q * max(K, ce_rows) (OS: the Psum registers
-        # drain one row per cycle)
-        derived = {"q": Signal(range(S + 1), name="n_q"), "qk": Signal(width, name="n_qk"),
-                   "period_last": Signal(width, name="n_period_last"), "b_window": Signal(width, name="n_b_window"),
-                   "last_from": Signal(width, name="n_last_from"), "guard_init": Signal(len(self.guard), name="n_guard")}
+        qk = Signal(width, name="qk")
+        period = Signal(width, name="period")
         os_span = Mux(K > self._rows, K, self._rows)
-        qk = Mux(st, K, K * S)
-        m.d.comb += [derived["q"].eq(Mux(st, 1, S)), derived["qk"].eq(qk),
-                     derived["period_last"].eq(Mux(st, Mux(K > nload, K, nload), os_span * S) - 1),
-                     derived["b_window"].eq(Mux(st, nload, qk)), derived["last_from"].eq(qk - Mux(st, 1, S)),
-                     # OS: a group's tiles end q * (K - 1) cycles after its start and drain q * ce_rows
-                     # rows; the guard counts the cycles until a next tile of depth 1 may end
-                     derived["guard_init"].eq(S * (K - 1) + S * self._rows - 2)]
-        h = hold(m, self.start, {**{name: getattr(self, name) for name in names}, **derived}, "held_")
-        st, q, qk, period_last = h["stationary"], h["q"], h["qk"], h["period_last"]
+        m.d.comb += [qk.eq(Mux(st, K, K * S)),
+                     period.eq(Mux(st, Mux(K > nload, K, nload), os_span * S))]
         # IS/WS: the IA walker starts vec_delay cycles after the IB walker
         a_wait = Signal.like(self.vec_delay, name="a_wait")
         a_start = Signal(name="a_start")
@@ -211,18 +204,20 @@ class GemmIssue(wiring.Component):
             m.d.sync += a_wait.eq(Mux(self.stationary, self.vec_delay, 0))
         with m.Elif(a_wait != 0):
             m.d.sync += a_wait.eq(a_wait - 1)
-        a_go, a_pcnt, a_issuing = self._walker(m, h, "a", a_start, qk, period_last, q, done=self.done)
+        a_go, a_pcnt, a_issuing = self._walker(m, h, "a", a_start, qk, period, q, done=self.done)
         m.d.comb += self.busy.eq(a_issuing | (a_wait != 0))
+        # OS: a group's tiles end q * (K - 1) cycles after its start and drain q * ce_rows rows;
+        # guard = cycles until a next tile of depth 1 may end (the drain registers are free)
         group_start = a_go & (a_pcnt == 0)
         with m.If(group_start & ~st):
-            m.d.sync += self.guard.eq(h["guard_init"])
+            m.d.sync += self.guard.eq(S * (K - 1) + S * self._rows - 2)
         with m.Elif(group_start):
             m.d.sync += self.guard.eq(0)
         with m.Elif(self.guard != 0):
             m.d.sync += self.guard.eq(self.guard - 1)
-        b_go, b_pcnt, _ = self._walker(m, h, "b", self.start, h["b_window"], period_last, q)
+        b_go, b_pcnt, _ = self._walker(m, h, "b", self.start, Mux(st, nload, qk), period, q)
         m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt < q),
-                     self.last.eq(a_pcnt >= h["last_from"]), self.swap.eq(a_pcnt == 0),
+                     self.last.eq(a_pcnt + q >= qk), self.swap.eq(a_pcnt == 0),
                      self.ib_index.eq(b_pcnt[:len(self.ib_index)]),
                      self.a_bidx.eq(self.a_row[:len(self.a_bidx)]), self.b_bidx.eq(self.b_row[:len(self.b_bidx)])]
         return m
