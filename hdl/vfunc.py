@@ -39,15 +39,14 @@ after its interpolation product, EXP's special results and the result multiplexe
 ``o`` is valid **M + S - 1 cycles** after ``x`` / ``y`` / ``op`` (``p``: ``S - 1`` cycles after it),
 one operand set per cycle; results do not depend on ``M``, ``S``.
 
-Logic depth: stage A, a 24 x 8-bit multiplier (MUL; two 12 x 8-bit halves before the cut ``a_cmp``,
-added after it) beside a 31-bit compare (MAX) and, after it
-or after the cut ``a_cmp``, the result multiplexers; stage B without
-cuts (``S = 1``), for EXP, a 16 x 29-bit constant multiplier, a 45-bit shifter, a 26-bit add (rounding and sign),
-the ROM and a 17 x 11-bit multiplier with its 24-bit add (the unit's longest path with EXP in use);
-with four or more registers in stage B (``S >= 5``) each piece is one carry chain or multiplier,
-with five (``S >= 6``) the ROM read and the product after it are apart, and with six (``S = 7``) the
-``log2(e)`` product's two halves and their sum (measured Fmax:
-``docs/synthesis.md``).
+Logic depth: stage A, a 24 x 8-bit multiplier (MUL; two 12 x 8-bit halves before the cut
+``a_cmp``, added after it) beside a 15-bit compare (MAX) and, after it or after the cut ``a_cmp``,
+the result multiplexers; stage B without cuts (``S = 1``), for EXP, a 16 x 29-bit constant
+multiplier, a 45-bit shifter, a 26-bit add (rounding and sign), the ROM and a 17 x 11-bit multiplier
+with its 24-bit add (the unit's longest path with EXP in use); with four or more registers in stage
+B (``S >= 5``) each piece is one carry chain or multiplier, with five (``S >= 6``) the ROM read and
+the product after it are apart, and with six (``S = 7``) the ``log2(e)`` product's two halves and
+their sum (measured Fmax: ``docs/synthesis.md``).
 """
 
 from __future__ import annotations
