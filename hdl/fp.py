@@ -385,8 +385,9 @@ def _add_round(m: Module, cuts, v):
     keep = Signal(name="round_keep")      # the rounded fraction is the result's (without a carry)
     m.d.comb += keep.eq(~(sp | cancel | v["under0"] | v["over0"]))
     res = Signal(FP32_BITS, name="result")
-    m.d.comb += res.eq(Cat((rounded & keep.replicate(23)) | Cat(Const(0, 22), nan), Mux(carry, exps[1], exps[0]),
-                           Mux(sp_other, v["special_sign"], ~sp & ~cancel & sx)))
+    # one 32-bit OR at the top (the NaN's quiet bit), so the output is one value, not three port slices
+    m.d.comb += res.eq(Cat(rounded & keep.replicate(23), Mux(carry, exps[1], exps[0]),
+                           Mux(sp_other, v["special_sign"], ~sp & ~cancel & sx)) | Cat(Const(0, 22), nan))
     return stage(m, cuts, "round", res=res)
 
 
