@@ -134,9 +134,12 @@ class VectorFunc(wiring.Component):
         sel = decode(m, ops[FUNC_CUT_NAMES[-2]], {"mul": (VecOp.MUL,), "exp": (VecOp.EXP,),
                                                   "word": (VecOp.MAX, VecOp.RECIP, VecOp.RSQRT)}, "b_dec_")
         sel = stage(m, cuts, FUNC_CUT_NAMES[-1], **{f"sel_{k}": v for k, v in sel.items()})
+        # stage A's one-hot operation flags, decoded once before the cut a_cmp, which registers them per lane
+        a_sel = decode(m, self.op, {"mul": (VecOp.MUL,), "max": (VecOp.MAX,), "recip": (VecOp.RECIP,),
+                                    "rsqrt": (VecOp.RSQRT,)}, "a_dec_")
         for i in range(self.lanes):
             x, y = self.x[16 * i:16 * (i + 1)], self.y[32 * i:32 * (i + 1)]
-            a = self._stage_a(m, x, y, self.op, a_cuts, i)
+            a = self._stage_a(m, x, y, a_sel, a_cuts, i)
             rd = {}
             for name, addr in (("recip", x[0:7]), ("rsqrt", x[0:8])):
                 port = roms[name].read_port()            # synchronous: the data arrives with p1
@@ -220,10 +223,10 @@ class VectorFunc(wiring.Component):
         m.d.comb += out.eq(Mux(v["is_special"], v["special"], Cat(mant[0:23], v["be"], Const(0, 1))))
         return {"word": v["word"], "spec": v["spec"], "mul": v["mul"], "exp": out}
 
-    def _stage_a(self, m: Module, x, y, op, cuts, i: int) -> dict:
+    def _stage_a(self, m: Module, x, y, sel, cuts, i: int) -> dict:
         """Stage A of lane ``i``: the registers ``a_*`` (``M`` deep) of every op; with ``M >= 2`` the
-        first of them is the cut ``a_cmp`` (``cuts``; ``op``: the operation code, decoded before it into
-        one-hot flags that the cut registers per lane).
+        first of them is the cut ``a_cmp`` (``cuts``; ``sel``: the operation's one-hot flags, which the cut
+        registers per lane).
 
         ``word``: MAX's result; RECIP / RSQRT's sign and exponent or special result (``rom``: or
         the ROM fraction into it); MUL's special result (``spec``). ``prod`` / ``exp`` / ``sign``:
@@ -257,7 +260,7 @@ class VectorFunc(wiring.Component):
         v = _cut(m, cuts, "a_cmp", i, xs=xs, ys=ys, **{f"x{k}": b for k, b in xc.items()},
                  **{f"y{k}": b for k, b in yc.items()}, xm=xm, ym=ym, x_gt=x_gt, rbe=rbe, r_small=r_small,
                  sbe=sbe, prod_lo=prod_lo, prod_hi=prod_hi, exp=exp,
-                 **{f"is_{k.name.lower()}": op == k for k in (VecOp.MUL, VecOp.MAX, VecOp.RECIP, VecOp.RSQRT)})
+                 **{f"is_{k}": flag for k, flag in sel.items()})
         prod = Signal(32, name=f"a_prod{i}")
         m.d.comb += prod.eq(v["prod_lo"] + (v["prod_hi"] << 12))
         xc, yc = {k: v[f"x{k}"] for k in xc}, {k: v[f"y{k}"] for k in yc}
