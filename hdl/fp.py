@@ -291,12 +291,15 @@ def _add_align(m: Module, cuts, v):
     # a zero operand (exponent 0, DAZ) is the smaller one (both zero is a special case) and adds
     # nothing: it is shifted out entirely, without a sticky bit
     y_zero = v["a_zero"] | v["b_zero"]
-    my_shifted, shifted_out = Signal(27, name="my_shifted"), Signal(27, name="align_mask")
+    my_shifted = Signal(27, name="my_shifted")
+    # below[k]: a one among my's k lowest bits (the bits a shift by k drops), from fy alone, so
+    # the sticky bit is one multiplexer level set behind the shift amount, like the shifter's
+    below = Signal(32, name="align_below")
+    m.d.comb += below.eq(Cat(Const(0, 4), *(v["fy"][:k - 3].any() for k in range(4, 27)), Const(0b11111, 5)))
     sticky = Signal(name="align_sticky")
     m.d.comb += [
         my_shifted.eq(Mux(y_zero, 0, my >> v["shamt"])),
-        shifted_out.eq(~(Const((1 << 27) - 1, 27) << v["shamt"])[0:27]),
-        sticky.eq(((my & shifted_out) != 0) & ~y_zero),
+        sticky.eq((v["shamt"][5:8].any() | below.bit_select(v["shamt"][0:5], 1)) & ~y_zero),
     ]
     # the exponent of a carry out of the add; the normalisation works from it
     e1 = Signal(8, name="ex_plus1")  # wraps only for ex = 255, a special case
