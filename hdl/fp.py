@@ -283,9 +283,9 @@ def _add_compare(m: Module, cuts, a, b):
 
 def _add_align(m: Module, cuts, v):
     """Stage ``align``: the 27-bit alignment shift of ``fy`` (hidden bit and three extra bits) and
-    its sticky bit (a mask built from the shift amount in parallel with the shifter); beside them
-    the larger exponent plus one, the operand order at equal exponents (``reverse``: a 23-bit
-    compare of ``fy`` and ``fx``) and the special-case flags."""
+    its sticky bit (a multiplexer on the shift amount over prefix ORs of ``fy``, in parallel with
+    the shifter); beside them the larger exponent plus one, the operand order at equal exponents
+    (``reverse``: a 23-bit compare of ``fy`` and ``fx``) and the special-case flags."""
     my = Signal(27, name="my")
     m.d.comb += my.eq(Cat(Const(0, 3), v["fy"], Const(1, 1)))
     # a zero operand (exponent 0, DAZ) is the smaller one (both zero is a special case) and adds
@@ -429,8 +429,9 @@ class FP32Add(wiring.Component):
         operand pair per cycle.
 
     Logic depth (combinational: the critical path of the PE): 9-bit exponent subtractions and
-    the order multiplexers, 27-bit barrel shift right (the sticky bit from a mask built in
-    parallel, the 23-bit significand compare at equal exponents beside it), 28-bit add/subtract,
+    the order multiplexers, 27-bit barrel shift right (beside it the sticky bit, a 32:1
+    multiplexer on the shift amount over prefix ORs of the fraction, and the 23-bit significand
+    compare at equal exponents), 28-bit add/subtract,
     27-bit leading-zero count (a 5-level tree), 27-bit barrel shift left (beside it the 8-bit
     exponent subtractions and compares), 23-bit rounding increment with the result's choice one
     LUT behind it; ``docs/synthesis.md`` has the ECP5 Fmax per stage count.
