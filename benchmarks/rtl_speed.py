@@ -86,6 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-docs", action="store_true", help="print the table only")
     args = ap.parse_args(argv)
     from gen.design.config import FettaConfig
+    from gen.design.isa import Geometry
     from sim.host_player import TOP, player_verilog
     from sim.runner import build, build_native, elaborate
 
@@ -97,7 +98,8 @@ def main(argv=None) -> int:
     for sim in args.sims:
         for threads in (args.threads if sim == "verilator" else [1]):
             os.environ["FETTA_SIM_THREADS"] = str(threads)
-            bench = text + player_verilog(text)
+            geo = Geometry.of(config)
+            bench = text + player_verilog(text, config.dram_latency, (geo.dram_num, geo.dram_den))
             sb = build_native(bench, TOP) if sim == "verilator" else build(bench, TOP, sim)
             how = f"{sim}, {threads} thread{'s' if threads > 1 else ''}" if sim == "verilator" else f"{sim} (cocotb clock)"
             for name, once in (("256^3 GEMM", lambda: run_gemm_rtl(config, sim, plan, gemm_cycles, text)),

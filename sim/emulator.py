@@ -326,15 +326,42 @@ class Emulator:
             self.dram_x = np.zeros(len(self.dram), bool)
         if ins.mode == DmaMode.LOAD:
             self.unified_x[half][rows] = bytes_to_elements(self.dram_x[dram], g.lanes, eb)
-            bits = np.unpackbits(self.dram[dram].reshape(-1, 1), axis=1, bitorder="little")
-            bits = bits.reshape(-1, g.lanes, eb)
-            weights = np.uint64(1) << np.arange(eb, dtype=np.uint64)
-            self.unified[half][rows] = (bits.astype(np.uint64) * weights).sum(axis=2, dtype=np.uint64)
+            self.unified[half][rows] = bytes_to_rows(self.dram[dram], g.lanes, eb)
         else:
-            v = np.ascontiguousarray(self.unified[half][rows]).astype("<u8").view(np.uint8).reshape(-1, g.lanes, 8)
-            bits = np.unpackbits(v, axis=2, bitorder="little")[:, :, :eb]
-            self.dram[dram] = np.packbits(bits.reshape(-1), bitorder="little")
+            self.dram[dram] = rows_to_bytes(self.unified[half][rows], eb)
             self.dram_x[dram] = elements_to_bytes(self.unified_x[half][rows], eb)
+
+    def write_dram(self, addr: int, bits: np.ndarray) -> None:
+        """The host writes rows (bit patterns ``[rows, lanes]``) into ``dram`` from byte ``addr``, as
+        DMA stores leave them: known."""
+        data = rows_to_bytes(bits, self.elem_bits)
+        self.dram[addr:addr + len(data)] = data
+        self.dram_x[addr:addr + len(data)] = False
+
+    def read_dram(self, addr: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """``rows`` rows from ``dram`` byte ``addr`` on: bit patterns ``[rows, lanes]`` and which
+        elements are unknown."""
+        n = rows * self.geo.lanes * self.elem_bits // 8
+        data = slice(addr, addr + n)
+        return (bytes_to_rows(self.dram[data], self.geo.lanes, self.elem_bits),
+                bytes_to_elements(self.dram_x[data], self.geo.lanes, self.elem_bits))
+
+
+def rows_to_bytes(rows: np.ndarray, elem_bits: int) -> np.ndarray:
+    """Rows of bit patterns ``[rows, lanes]`` as DRAM bytes (lane 0 of the first row in the low bits,
+    little-endian: the AXI4 bus's order)."""
+    rows = np.asarray(rows, np.uint64)
+    v = np.ascontiguousarray(rows).astype("<u8").view(np.uint8).reshape(len(rows), -1, 8)
+    bits = np.unpackbits(v, axis=2, bitorder="little")[:, :, :elem_bits]
+    return np.packbits(bits.reshape(-1), bitorder="little")
+
+
+def bytes_to_rows(data: np.ndarray, lanes: int, elem_bits: int) -> np.ndarray:
+    """DRAM bytes as rows of bit patterns ``[rows, lanes]`` (:func:`rows_to_bytes` undone)."""
+    bits = np.unpackbits(np.asarray(data, np.uint8).reshape(-1, 1), axis=1, bitorder="little")
+    bits = bits.reshape(-1, lanes, elem_bits)
+    weights = np.uint64(1) << np.arange(elem_bits, dtype=np.uint64)
+    return (bits.astype(np.uint64) * weights).sum(axis=2, dtype=np.uint64)
 
 
 def _transpose_groups(x: np.ndarray, lanes: int) -> np.ndarray:
@@ -352,4 +379,4 @@ def _signed(bits: np.ndarray, width: int) -> np.ndarray:
     return v
 
 
-__all__ = ["Emulator", "RunResult", "DramRangeError", "DRAM_BYTES"]
+__all__ = ["Emulator", "RunResult", "DramRangeError", "DRAM_BYTES", "rows_to_bytes", "bytes_to_rows"]

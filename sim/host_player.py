@@ -53,10 +53,13 @@ def port_widths(verilog: str, module: str) -> dict[str, int]:
                                  body.group(0), re.M)}
 
 
-def axi_ram_verilog(data_bits: int, latency: int) -> str:
+def axi_ram_verilog(data_bits: int, latency: int, num: int = 1, den: int = 1) -> str:
     """Verilog of ``fetta_axi_ram`` (module docstring): :data:`DRAM_BYTES` of ``data_bits``-wide beats,
-    read latency ``latency``; up to 32 bursts queued per direction; write strobes are ignored (the DMA
-    engine writes whole beats)."""
+    read latency ``latency``, at most ``num / den`` beats per cycle (the credit of
+    :func:`gen.design.control.dram_paced`); up to 32 bursts queued per direction; write strobes are
+    ignored (the DMA engine writes whole beats)."""
+    if not 1 <= num <= den <= 255:
+        raise ValueError(f"the DRAM's rate must be 1 <= num <= den <= 255 beats per cycle, got {num}/{den}")
     lg = (data_bits // 8).bit_length() - 1
     depth = DRAM_BYTES >> lg
     iw = max(1, depth.bit_length() - 1)
@@ -80,10 +83,17 @@ module fetta_axi_ram (
   reg [4:0] ar_head = 5'd0, ar_tail = 5'd0, aw_head = 5'd0, aw_tail = 5'd0, b_head = 5'd0, b_tail = 5'd0;
   reg [8*4096-1:0] path;
   integer i;
+  // bandwidth: a beat moves only with credit >= DEN; NUM credit per cycle, up to one beat carried
+  localparam [9:0] NUM = 10'd{num}, DEN = 10'd{den}, CAP = 10'd{den + num - 1};
+  reg [9:0] credit = 10'd{den};
+  wire idle = (ar_head == ar_tail) && (aw_head == aw_tail);
+  wire paid = credit >= DEN;
+  wire beat = (rvalid && rready) || (wvalid && wready && aw_head != aw_tail);
+  wire [9:0] earned = credit + NUM - (beat ? DEN : 10'd0);
   assign arready = 1'b1;
   assign awready = 1'b1;
-  assign wready = 1'b1;
-  assign rvalid = (ar_head != ar_tail) && (ar_time[ar_head] <= now);
+  assign wready = paid;
+  assign rvalid = (ar_head != ar_tail) && (ar_time[ar_head] <= now) && paid;
   assign rdata = mem[ar_beat[ar_head]];
   assign rlast = ar_left[ar_head] == 9'd1;
   assign bvalid = (b_head != b_tail) && (b_time[b_head] <= now);
@@ -99,6 +109,7 @@ module fetta_axi_ram (
   end
   always @(posedge clk) begin
     now <= now + 64'd1;
+    credit <= idle ? DEN : (earned > CAP ? CAP : earned);
     if (arvalid) begin
       ar_beat[ar_tail] <= araddr[{lg + iw - 1}:{lg}];
       ar_left[ar_tail] <= {{1'b0, arlen}} + 9'd1;
@@ -117,7 +128,7 @@ module fetta_axi_ram (
       aw_beat[aw_tail] <= awaddr[{lg + iw - 1}:{lg}];
       aw_tail <= aw_tail + 5'd1;
     end
-    if (wvalid && aw_head != aw_tail) begin
+    if (wvalid && wready && aw_head != aw_tail) begin
       mem[aw_beat[aw_head]] <= wdata;
       if (wlast) begin
         aw_head <= aw_head + 5'd1;
@@ -135,7 +146,7 @@ endmodule
 """
 
 
-def player_verilog(design: str, dram_latency: int = 8) -> str:
+def player_verilog(design: str, dram_latency: int = 8, dram_rate: tuple[int, int] = (1, 1)) -> str:
     """Verilog of the ``fetta_host`` test bench for the accelerator in ``design`` (the emitted Verilog
     of :func:`hdl.module_name` ``("fetta")``; the bench goes into the same compilation) and of its
     DRAM (:func:`axi_ram_verilog`, read latency ``dram_latency``: the configuration's). Its
@@ -146,7 +157,7 @@ def player_verilog(design: str, dram_latency: int = 8) -> str:
     axi_wires = "\n".join(f"  wire [{w['m_axi_' + n] - 1}:0] axi_{n};" for n in sorted(axi))
     used = ("awaddr", "awlen", "awvalid", "awready", "wdata", "wlast", "wvalid", "wready", "bvalid", "bready",
             "bresp", "bid", "araddr", "arlen", "arvalid", "arready", "rdata", "rlast", "rvalid", "rready", "rresp", "rid")
-    return axi_ram_verilog(w["m_axi_wdata"], dram_latency) + f"""// fetta host player (sim/host_player.py): plays a job file through the host port
+    return axi_ram_verilog(w["m_axi_wdata"], dram_latency, *dram_rate) + f"""// fetta host player (sim/host_player.py): plays a job file through the host port
 module {TOP} (input wire clk, output reg finished);
   reg rst = 1'b1;
   reg [1:0] reset_cycles = 2'd0;

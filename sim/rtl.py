@@ -49,8 +49,9 @@ def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None, trace: str 
     :data:`sim.host_player.DRAM_BYTES`; else zeros); then ``out["dram"]`` is the DRAM after the last
     job (:data:`~sim.host_player.DRAM_BYTES` bytes)."""
     text = verilog if verilog is not None else elaborate("fetta", config)
-    bench = text + player_verilog(text, config.dram_latency)
-    beat_bytes = Geometry.of(config).dma_bytes
+    geo = Geometry.of(config)
+    bench = text + player_verilog(text, config.dram_latency, (geo.dram_num, geo.dram_den))
+    beat_bytes = geo.dma_bytes
     waves = trace is not None
     sb = build_native(bench, TOP, waves=waves) if sim == "verilator" else build(bench, TOP, sim, waves=waves)
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,5 +18,8 @@ def test_demo_run_on_accelerator(tmp_path, layer, phase, capsys):
     spec = tmp_path / "layer.json"
     spec.write_text(json.dumps(layer))
     assert run_on_accelerator(load_config("configs/demo.toml"), "icarus", str(spec), phase) == 0
-    line = capsys.readouterr().out
-    assert "bit- and cycle-exact" in line and "max rel. error vs golden" in line
+    out = capsys.readouterr().out
+    assert "bit- and cycle-exact" in out and "max rel. error vs golden" in out
+    if layer["format"] != "dense":       # step 4: the same program by DMA instructions
+        dma = next(line for line in out.splitlines() if line.startswith("[dma]"))
+        assert "results bit-equal" in dma and "bit- and cycle-exact" in dma

@@ -30,8 +30,12 @@ WIDE = dict(data_bits=256, row_bits=64, row_addr_bits=14, burst=16, outstanding=
 class Subordinate:
     """Cycle model of an AXI4 subordinate RAM and of the unified memory behind the DMA."""
 
-    def __init__(self, dut: AxiDma, latency: int, stall: float, seed: int, dram_bytes: int = 1 << 16):
+    def __init__(self, dut: AxiDma, latency: int, stall: float, seed: int, dram_bytes: int = 1 << 16,
+                 rate: tuple[int, int] = (1, 1)):
         self.dut, self.L, self.p = dut, latency, stall
+        #: at most num / den beats per cycle: the credit rule of gen.design.control.dram_paced
+        self.num, self.den = rate
+        self.credit = self.den
         self.rng = random.Random(seed)
         self.bb = dut.data_bits // 8
         self.dram = bytearray(self.rng.randbytes(dram_bytes))
@@ -53,11 +57,14 @@ class Subordinate:
         """Drive this cycle's subordinate inputs, then act on the handshakes the DUT makes."""
         d, a = self.dut, self.dut.m_axi
         ready = lambda: int(self.rng.random() >= self.p)  # noqa: E731
-        rd = self.reads[0] if self.reads and self.reads[0][2] <= t else None
+        paid = self.credit >= self.den
+        idle = not self.reads and not self.writes
+        rd = self.reads[0] if self.reads and self.reads[0][2] <= t and paid else None
         rvalid = int(rd is not None and self.rng.random() >= self.p)
+        wready = ready() & paid
         ctx.set(a.arready, ready())
         ctx.set(a.awready, ready())
-        ctx.set(a.wready, ready())
+        ctx.set(a.wready, wready)
         ctx.set(a.rvalid, rvalid)
         if rd is not None:
             ctx.set(a.rdata, int.from_bytes(self.dram[rd[0]:rd[0] + self.bb], "little"))
@@ -79,7 +86,10 @@ class Subordinate:
             addr, n = ctx.get(a.awaddr), ctx.get(a.awlen) + 1
             self._check_burst("aw", addr, n)
             self.writes.append([addr, n])
-        if ctx.get(a.wvalid) and ctx.get(a.wready):
+        beat = bool(rvalid and ctx.get(a.rready)) or bool(ctx.get(a.wvalid) and wready)
+        earned = self.credit + self.num - (self.den if beat else 0)
+        self.credit = self.den if idle else min(earned, self.den + self.num - 1)
+        if ctx.get(a.wvalid) and wready:
             assert self.writes, "W beat before its AW"    # this DUT never sends W ahead of AW
             self.w_beats.append(ctx.get(a.wdata))
             addr, n = self.writes[0]
@@ -98,11 +108,12 @@ class Subordinate:
         self.um_next = self.um.get(ctx.get(d.um_raddr), 0) if ctx.get(d.um_re) else 0
 
 
-def run_descriptors(params: dict, descs, latency: int = 3, stall: float = 0.0, seed: int = 0):
+def run_descriptors(params: dict, descs, latency: int = 3, stall: float = 0.0, seed: int = 0,
+                    rate: tuple[int, int] = (1, 1)):
     """Run ``descs`` (store, dram address, first row, beats) one after the other; returns the model
     and, per descriptor, the cycles from its handshake to ``done``."""
     dut = AxiDma(**params)
-    sub = Subordinate(dut, latency, stall, seed)
+    sub = Subordinate(dut, latency, stall, seed, rate=rate)
     rows_per_beat = dut.rows_per_beat
     for r in range(0, 1 << 10, rows_per_beat):     # the unified memory starts with known data
         sub.um[r] = sub.rng.getrandbits(dut.data_bits)

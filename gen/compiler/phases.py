@@ -17,6 +17,7 @@ from typing import Mapping, NamedTuple, Sequence
 
 from gen.compiler.allocate import Tensor
 from gen.compiler.batched import pieced
+from gen.compiler.dma import hardware_cycles
 from gen.compiler.compiler import Compiler
 from gen.compiler.layout import ceil_to, padded_size, split_modes, useful_split
 from gen.compiler.pipeline import PIECES, piece_counts, pipelined_network
@@ -59,7 +60,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                   reuse: bool = True, align: bool = False, pad: bool | None = None,
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
                   views: bool | None = None, fuse: bool | None = None, k_split: bool = True,
-                  stationary: bool | None = None, share: bool | None = None) -> Program:
+                  stationary: bool | None = None, share: bool | None = None, dram: str = "rule") -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
@@ -98,11 +99,16 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     where that saves MACs (:func:`_share_wg`; with ``reuse``); ``None`` compiles with and without
     (fewer MACs need not be fewer cycles) and keeps the fewer cycles end to end.
     Where options compete, "the fewer cycles" means :func:`_best`: within :data:`NEAR` (2 %) of the
-    fastest end to end, the fewest DRAM bytes.
+    fastest end to end, the fewest DRAM bytes. ``dram``: the end-to-end count the final choice is made
+    by: ``"rule"`` (:meth:`Program.timeline`, the DRAM rule of :mod:`gen.design.timing`) or ``"dma"``
+    (:func:`gen.compiler.dma.hardware_cycles`: the program lowered to runs that move their own data,
+    the controller's own count).
     ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
     NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
     if pieces_by not in (None, "networks", "phase"):
         raise CompileError(f"must be 'networks' or 'phase', got {pieces_by!r}", field="pieces_by")
+    if dram not in ("rule", "dma"):
+        raise CompileError(f"must be 'rule' or 'dma', got {dram!r}", field="dram")
     progs: list[Program] = []
     for v in ([views] if views is not None else [False, True]):
         if v and views is None and progs and not any(p.relayouts for p in progs):
@@ -121,7 +127,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
     # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
-    best = _best(progs, config)
+    best = _best(progs, config, dram)
     # The planner decides step by step (one step of lookahead over the consumer); over a whole layer
     # its choices can lose. The winner's options once more with a wider lookahead and without cross-CE
     # splits (ATIS TTM embedding fp: 3,722 GEMMs with them, 216 without), and, where it re-lays out
@@ -147,21 +153,22 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                                policy._replace(share=v["share"]), v["pieces_by"], vw, v["fuse"])
         except CompileError:
             continue
-    return _best(progs, config)
+    return _best(progs, config, dram)
 
 
 #: programs within this fraction of the fastest end to end count as equally fast (:func:`_best`)
 NEAR = 0.02
 
 
-def _best(progs: Sequence[Program], config: FettaConfig) -> Program:
+def _best(progs: Sequence[Program], config: FettaConfig, dram: str = "rule") -> Program:
     """The program :func:`compile_layer` keeps: of those within :data:`NEAR` of the fewest cycles end
-    to end, the one moving the fewest DRAM bytes, then the fewer cycles, host re-layouts and estimate.
+    to end (by the DRAM rule, or lowered to DMA jobs: ``dram``), the one moving the fewest DRAM bytes,
+    then the fewer cycles, host re-layouts and estimate.
 
     Cycles alone pick a program whose DRAM traffic hides under compute by a few cycles: ATIS TT wg ran
     its 32 host re-layouts (253 KiB of DRAM traffic, 1.6x the energy) to save 1.1 % of its cycles
     against the program with every re-layout on chip."""
-    cycles = {id(p): p.timeline(config).cycles for p in progs}
+    cycles = {id(p): hardware_cycles(p, config) if dram == "dma" else p.timeline(config).cycles for p in progs}
     fastest = min(cycles.values())
     near = [p for p in progs if cycles[id(p)] <= fastest * (1 + NEAR)]
     return min(near, key=lambda p: (p.dram_bytes, cycles[id(p)], p.relayouts, p.est_cycles))

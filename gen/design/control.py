@@ -31,11 +31,13 @@ again (its ``done`` cycle), as well as by the rules above.
 
 from __future__ import annotations
 
+import functools
+
 from gen.design.isa import (CE_MODE, OVERHEAD, START_CYCLES, DmaMode, Flag, Geometry, Instr, Opcode, exec_cycles,
                             groups, out_max, read_max, stationary, tile_period, transposed, vec_delay)
 
 __all__ = ["issue_cycles", "overlaps", "Clock", "repeat_cycles", "os_issue_cycles", "stationary_issue_cycles",
-           "os_drain_guard", "dma_bursts", "dma_cycles"]
+           "os_drain_guard", "dma_bursts", "dma_cycles", "dram_paced"]
 
 
 def dma_bursts(dram: int, beats: int, geo: Geometry) -> list[int]:
@@ -51,26 +53,66 @@ def dma_bursts(dram: int, beats: int, geo: Geometry) -> list[int]:
 
 def dma_cycles(ins: Instr, geo: Geometry) -> int:
     """Cycles the DMA engine is busy with a DMA load / store (from the cycle after its CHECK to its
-    ``done`` cycle, in which the next DMA instruction may act), on an AXI4 subordinate that is always
-    ready, answers a read burst ``dram_latency`` (``L``) cycles after its AR handshake (the bursts'
-    beats in order, back to back) and a write burst with B the cycle after its last W beat.
+    ``done`` cycle, in which the next DMA instruction may act), on the DRAM of ``geo``: an AXI4
+    subordinate that takes every AR / AW at once, answers a read burst no earlier than
+    ``dram_latency`` (``L``) cycles after its AR handshake (the bursts' beats in order) and a write
+    burst with B the cycle after its last W beat, and moves at most ``dram_num / dram_den`` beats
+    per cycle (:func:`dram_paced`).
 
     The engine issues burst ``i`` (AR / AW the next cycle) one cycle after burst ``i - 1`` and one
     cycle after burst ``i - outstanding`` completed (its last R beat; its B response). Load: R beats
     of burst ``i`` from ``max(AR_i + L, end of burst i - 1 + 1)``; done two cycles after the last.
     Store: W beats of burst ``i`` from ``max(AW_i + 1, end of burst i - 1 + 1)`` (the read-ahead FIFO
-    holds the first beat from cycle 2 and keeps up); done three cycles after the last. Without gaps
-    (``L`` small against ``outstanding * burst``) a load of ``n`` beats is ``n + L + 2`` cycles, a
-    store ``n + 4`` (``hdl/dma.py``)."""
+    holds the first beat from cycle 2 and keeps up); done three cycles after the last. At one beat
+    per cycle and without gaps (``L`` small against ``outstanding * burst``) a load of ``n`` beats is
+    ``n + L + 2`` cycles, a store ``n + 4`` (``hdl/dma.py``)."""
     store = ins.mode == DmaMode.STORE
+    bursts = dma_bursts(ins.a_sel, ins.K, geo)
+    if geo.dram_num < geo.dram_den:
+        return dram_paced(store, tuple(bursts), geo.dma_outstanding, geo.dram_latency, geo.dram_num, geo.dram_den)
     O, L = geo.dma_outstanding, geo.dram_latency
     issue, done, end = [], [], 1 if store else 0      # end: the cycle of the last beat so far
-    for i, n in enumerate(dma_bursts(ins.a_sel, ins.K, geo)):
+    for i, n in enumerate(bursts):
         t = max(issue[-1] + 1 if issue else 0, done[i - O] + 1 if i >= O else 0)
         issue.append(t)
         end = max(t + 1 + (1 if store else L), end + 1) + n - 1
         done.append(end + 1 if store else end)
     return end + (3 if store else 2)
+
+
+@functools.lru_cache(maxsize=4096)
+def dram_paced(store: bool, bursts: tuple[int, ...], outstanding: int, latency: int, num: int, den: int) -> int:
+    """:func:`dma_cycles` on a DRAM that moves at most ``num / den`` beats per cycle, cycle by cycle.
+
+    The DRAM (the bench's ``fetta_axi_ram``) queues each burst from the cycle after its AR / AW
+    handshake until its last beat; the head burst's next beat may move in a cycle ``L`` (a read) or 1
+    (a write) cycles after its handshake or later, if the credit ``c >= den``. At the end of every
+    cycle ``c`` becomes ``den`` if no burst was queued in it, else ``min(c + num - den * beat, den +
+    num - 1)`` (a credit of up to one beat carried over, so a steady stream moves exactly ``num``
+    beats every ``den`` cycles). At ``num = den`` this is :func:`dma_cycles`' count."""
+    O, L, n = outstanding, latency, len(bursts)
+    issue: list[int] = []
+    done: list[int] = []
+    queue: list[list[int]] = []             # queued bursts: [first cycle a beat may move, beats left]
+    c, credit, last, hs = 0, den, 0, 0
+    while len(done) < n:
+        i = len(issue)
+        if i < n and c >= (issue[-1] + 1 if issue else 0) and (i < O or (len(done) > i - O and c > done[i - O])):
+            issue.append(c)
+        idle = not queue
+        beat = bool(queue) and queue[0][0] <= c and credit >= den
+        if beat:
+            queue[0][1] -= 1
+            if queue[0][1] == 0:
+                queue.pop(0)
+                done.append(c + 1 if store else c)
+                last = c
+        if hs < len(issue) and issue[hs] + 1 == c:      # the AR / AW handshake of a burst issued last cycle
+            queue.append([c + (1 if store else L), bursts[hs]])
+            hs += 1
+        credit = den if idle else min(credit + num - (den if beat else 0), den + num - 1)
+        c += 1
+    return last + (3 if store else 2)
 
 
 def issue_cycles(ins: Instr, geo: Geometry) -> int:

@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 from dataclasses import dataclass, field, fields, replace
+from fractions import Fraction
 from typing import Iterable, Sequence
 
 from amaranth.lib import enum as hw_enum
@@ -504,18 +506,42 @@ class Geometry:
     dma_outstanding: int = 4
     #: the DRAM's read latency (``FettaConfig.dram_latency``)
     dram_latency: int = 8
+    #: the DRAM's bandwidth in DMA beats per cycle, ``dram_num / dram_den`` <= 1 (:func:`dram_rate`)
+    dram_num: int = 1
+    dram_den: int = 1
 
     @classmethod
     def of(cls, config: FettaConfig) -> "Geometry":
         half = config.unified_rows_per_bank // 2
         beat = dma_beat_bits(config)
+        rate = dram_rate(config)
         return cls(banks=config.banks, lanes=config.lanes, ces=config.num_ces, ce_rows=config.ce_rows,
                    ce_cols=config.ce_cols, unified_half_rows=half * config.banks,
                    accum_rows=config.accum_rows_per_bank * config.banks, imem_depth=config.imem_depth,
                    ports=config.net_ports, vec_rows=vector_rows(config), mul_latency=config.mul_latency,
                    add_latency=config.add_latency, dma_rows=beat // (config.lanes * config.elem_bits),
                    dma_bytes=beat // 8, dma_burst=config.dma_burst, dma_outstanding=config.dma_outstanding,
-                   dram_latency=config.dram_latency)
+                   dram_latency=config.dram_latency, dram_num=rate.numerator, dram_den=rate.denominator)
+
+
+#: largest denominator of :func:`dram_rate` (the credit counter of the bench's DRAM stays small)
+DRAM_RATE_DEN = 64
+
+
+def dram_rate(config: FettaConfig) -> Fraction:
+    """The DRAM's bandwidth in DMA beats per accelerator cycle: ``dram_gbps`` at ``freq_mhz`` over the
+    beat's bytes, at most 1 (the AXI4 port moves one beat per cycle), rounded down to a fraction of
+    denominator at most :data:`DRAM_RATE_DEN` (at least ``1 / DRAM_RATE_DEN``). LPDDR4 at 25.6 GB/s
+    and 1 GHz with 32-byte beats: 4/5. The bench's DRAM paces its beats with it
+    (``sim/host_player.py``) and :func:`gen.design.control.dma_cycles` counts with it."""
+    beat = dma_beat_bits(config) // 8 or config.dma_data_bits // 8
+    exact = Fraction(str(config.dram_gbps)) * 1000 / Fraction(str(config.freq_mhz)) / beat
+    if exact >= 1:
+        return Fraction(1)
+    f = exact.limit_denominator(DRAM_RATE_DEN)
+    if f > exact:
+        f = Fraction(math.floor(exact * DRAM_RATE_DEN), DRAM_RATE_DEN)
+    return max(f, Fraction(1, DRAM_RATE_DEN))
 
 
 def dma_beat_bits(config: FettaConfig) -> int:
@@ -917,4 +943,4 @@ def stationary_gemm_cycles(K: int, tiles: int, geo: Geometry, horizontal_loads: 
     return (tiles - 1) * max(ld, K) + delay + K - 1 + 1 + gemm_latency(geo)
 
 
-__all__ += ["START_CYCLES", "os_gemm_cycles", "stationary_gemm_cycles"]
+__all__ += ["START_CYCLES", "os_gemm_cycles", "stationary_gemm_cycles", "DRAM_RATE_DEN", "dram_rate"]

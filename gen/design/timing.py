@@ -4,7 +4,7 @@ A compiled program is a sequence of *runs* (:class:`gen.compiler.Run`). Each run
 memory writes of its operands, a compute part on one ping-pong half (its cycles are the emulator's
 and the RTL's, cycle for cycle), and unified memory -> DRAM reads of its results. The transfers go
 through one DMA channel of ``dram_bytes_per_cycle(config)`` bytes per cycle
-(``min(dram_gbps * 1e3 / freq_mhz, dma_data_bits / 8)``: LPDDR4 at 25.6 GB/s and 1 GHz is 25.6 B/cycle,
+(:func:`gen.design.isa.dram_rate` beats of the DMA port per cycle: LPDDR4 at 25.6 GB/s and 1 GHz is 25.6 B/cycle,
 below the 32 B beat of the DMA engine's 256-bit AXI4 port; at 100 MHz the port is the bound), and overlap with
 compute across the two halves as the hardware allows:
 
@@ -83,8 +83,10 @@ def program_cycles(words, config: FettaConfig) -> int:
 
 def dram_bytes_per_cycle(config: FettaConfig) -> float:
     """Bytes per accelerator clock cycle between DRAM and the memories: the DRAM's bandwidth at
-    ``freq_mhz``, at most one beat of the DMA engine's AXI4 data port (``dma_data_bits``)."""
-    return min(config.dram_gbps * 1e3 / config.freq_mhz, config.dma_data_bits / 8)
+    ``freq_mhz``, at most one beat of the DMA engine's AXI4 data port per cycle, as the DMA engine
+    meets it (:func:`gen.design.isa.dram_rate` beats of ``dma_bytes``)."""
+    geo = Geometry.of(config)
+    return geo.dram_num / geo.dram_den * (geo.dma_bytes or config.dma_data_bits // 8)
 
 
 def transfer_cycles(nbytes: int, bytes_per_cycle: float) -> int:

@@ -9,7 +9,11 @@ Steps, each reported on one line:
 3. compile that layer's training step (``fp`` + ``bp`` + ``wg``) to instructions and run it
    on the RTL of the default accelerator in Verilator: every row read back and every
    run's cycle count must equal the instruction-level emulator's, and the results must be
-   within the bf16 / FP32 error bound of the float64 golden model.
+   within the bf16 / FP32 error bound of the float64 golden model;
+4. run the same program with its runs moving their own data by ``DMA`` instructions through the
+   AXI4 port (:mod:`gen.compiler.dma`; the bench's DRAM at the configured bandwidth): every job's
+   cycles, and every byte the DMA stores write, equal the emulator's, the results equal step 3's bit
+   for bit, and the cycles are the hardware's own count (beside the DRAM rule's estimate).
 
 Options: ``--sim icarus|verilator`` (default verilator), ``--config F.toml`` for the
 simulated design (default ``configs/default.toml``; ``configs/demo.toml`` is a 4-CE design
@@ -28,8 +32,11 @@ import numpy as np
 import opt_einsum
 
 import hdl
+from gen.compiler.dma import lower_dma
 from gen.design.config import FettaConfig, load_config
+from gen.design.isa import Geometry
 from gen.errors import FettaError
+from gen.toolflow.dmarun import execute_dma, rtl_check_dma
 from gen.toolflow.run import max_rel_err, phases_of, run_compiled_layer, run_dense
 from gen.workload.network import core_operands, physical_modes
 from gen.workload.spec import load_spec
@@ -85,6 +92,7 @@ def run_on_accelerator(config, sim: str = "verilator", spec_path: str = "example
         # rtl_check raises ExecutionError (a FettaError) on any difference
         prog, ex, exact = run_compiled_layer(spec, phase, config, inputs, sim)
         results, cycles, macs, busy = ex.results, ex.cycles, prog.macs, ex.compute_cycles
+        exact = exact and run_dma(prog, ex, config, inputs, sim)
     rel = max_rel_err(results, ref)
     print(f"[run]     {spec.name} {phase} ({'+'.join(phases)}) on {sim}, {config.num_ces} CEs / {config.macs} MACs: "
           f"{cycles} cycles end to end ({busy} compute + {cycles - busy} DRAM stall), utilization "
@@ -95,6 +103,24 @@ def run_on_accelerator(config, sim: str = "verilator", spec_path: str = "example
         print("error: the accelerator's result is wrong", file=sys.stderr)
         return 1
     return 0
+
+
+def run_dma(prog, ex, config, inputs, sim: str) -> bool:
+    """Step 4 of the module docstring for a compiled ``prog`` already executed as ``ex``; True when
+    the RTL equals the emulator and the results equal ``ex``'s."""
+    t0 = time.perf_counter()
+    dprog = lower_dma(prog, config)
+    exd = execute_dma(dprog, inputs, config)
+    rtl = rtl_check_dma(exd, config, sim)
+    same = all(np.array_equal(exd.results[k], v) for k, v in ex.results.items())
+    geo = Geometry.of(config)
+    print(f"[dma]     the same program moving its own data ({len(dprog.jobs)} jobs, "
+          f"{sum(j.run is None for j in dprog.jobs)} of them DMA-only; DRAM {config.dram_gbps} GB/s = "
+          f"{geo.dram_num}/{geo.dram_den} beat per cycle): {exd.cycles} cycles, the hardware's own count "
+          f"(the DRAM rule estimated {ex.cycles}), utilization {prog.macs / (exd.cycles * config.macs):.1%}, "
+          f"results {'bit-equal' if same else 'DIFFER'}, RTL vs emulator "
+          f"{'bit- and cycle-exact' if rtl else 'DIFFERS'} ({time.perf_counter() - t0:.0f} s)")
+    return rtl and same
 
 
 def rebuild_weight(spec, arrays) -> np.ndarray:
@@ -112,4 +138,4 @@ def rebuild_weight(spec, arrays) -> np.ndarray:
 
 
 
-__all__ = ["OUT", "run_demo", "run_on_accelerator", "rebuild_weight"]
+__all__ = ["OUT", "run_demo", "run_on_accelerator", "run_dma", "rebuild_weight"]

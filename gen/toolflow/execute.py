@@ -111,53 +111,76 @@ def _assemble(parts, store, pieces: int) -> np.ndarray:
 Derive = Callable[[str, np.ndarray], np.ndarray]
 
 
-def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig, progress=None,
-            derive: Derive | None = None) -> Execution:
-    """Run ``prog`` on the emulator; the host store starts with ``inputs`` (float32, bf16-exact).
-    ``derive`` computes the tensors of the program's ``derive`` host operations when their source
-    result has been read back (they are not taken from ``inputs``)."""
-    emu = Emulator(config)
-    sizes = prog.sizes
-    store: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {}
+class HostStore:
+    """The host's logical arrays of one program's execution: its inputs (padded, cut into batch
+    pieces), what runs read back, and what the host operations after each run make of them."""
 
-    def load(name: str, value: np.ndarray) -> None:
+    def __init__(self, prog: Program, inputs: Mapping[str, np.ndarray], derive: Derive | None):
+        self.prog, self.derive = prog, derive
+        self.store: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {}
+        self.ops_after: dict[int, list] = {}
+        for r, kind, args in prog.host_ops:
+            self.ops_after.setdefault(r, []).append((kind, args))
+        derived = {args[0] for _, kind, args in prog.host_ops if kind == "derive"}
+        if derived and derive is None:
+            raise ExecutionError(f"the program derives {', '.join(sorted(derived))} on the host: pass derive",
+                                 field="derive")
+        for name in prog.input_modes:
+            if name not in derived:
+                self.load(name, inputs[prog.input_slices.get(name, (name,))[0]])
+        self.ops(-1)
+
+    def load(self, name: str, value: np.ndarray) -> None:
+        prog = self.prog
         key, lo, hi = prog.input_slices.get(name, (name, None, None))
         arr = np.asarray(value, np.float32)[lo:hi]
         pads = prog.input_pads.get(name)
         if pads:
             arr = np.pad(arr.reshape([s for s, _ in pads]), [(0, p - s) for s, p in pads])
         modes = prog.input_modes[name]
-        store[name] = (arr.reshape([sizes[m] for m in modes]), modes)
+        self.store[name] = (arr.reshape([prog.sizes[m] for m in modes]), modes)
 
-    derived = {args[0] for _, kind, args in prog.host_ops if kind == "derive"}
-    if derived and derive is None:
-        raise ExecutionError(f"the program derives {', '.join(sorted(derived))} on the host: pass derive",
-                             field="derive")
-    for name in prog.input_modes:
-        if name not in derived:
-            load(name, inputs[prog.input_slices.get(name, (name,))[0]])
-
-    def host_ops(ops) -> None:
-        for kind, args in ops:          # in order: a derived tensor may be sliced next
+    def ops(self, run: int) -> None:
+        """The host operations after run ``run`` (``-1``: before the first), in order: a derived
+        tensor may be sliced next."""
+        for kind, args in self.ops_after.get(run, ()):
             if kind == "derive":
                 name, src = args
-                load(name, derive(name, _assemble(prog.results[src], store, 1)))
+                self.load(name, self.derive(name, _assemble(self.prog.results[src], self.store, 1)))
             else:
-                _host_ops([(kind, args)], store, sizes)
+                _host_ops([(kind, args)], self.store, self.prog.sizes)
 
+    def pack(self, emu: Emulator, name: str, layout) -> np.ndarray:
+        """Bit patterns of the rows of host tensor ``name`` in ``layout``."""
+        arr, modes = self.store[name]
+        return emu.to_elem_bits(layout.pack(arr, modes))
+
+    def unpack(self, emu: Emulator, name: str, layout, bits: np.ndarray, unknown: np.ndarray, what: str) -> None:
+        """Rows read back (bit patterns, and which elements are unknown) become host tensor ``name``."""
+        self.store[name] = (layout.unpack(emu.from_elem_bits(bits), self.prog.sizes), layout.modes)
+        if unknown.any():
+            refuse_unknown(layout.unpack(unknown.astype(np.float32), self.prog.sizes), what)
+
+    def results(self) -> dict[str, np.ndarray]:
+        prog = self.prog
+        return {target: _assemble(parts, self.store, prog.result_pieces.get(target, 1))
+                for target, parts in prog.results.items()}
+
+
+def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig, progress=None,
+            derive: Derive | None = None) -> Execution:
+    """Run ``prog`` on the emulator; the host store starts with ``inputs`` (float32, bf16-exact).
+    ``derive`` computes the tensors of the program's ``derive`` host operations when their source
+    result has been read back (they are not taken from ``inputs``)."""
+    emu = Emulator(config)
+    host = HostStore(prog, inputs, derive)
     jobs = []
     trace = []
     tcu = 0
-    ops_after: dict[int, list] = {}
-    for r, kind, args in prog.host_ops:
-        ops_after.setdefault(r, []).append((kind, args))
-    host_ops(ops_after.get(-1, ()))
     for ri, run in enumerate(prog.runs):
         uw = []
         for w in run.writes:
-            arr, modes = store[w.name]
-            rows = w.layout.pack(arr, modes)
-            bits = emu.to_elem_bits(rows)
+            bits = host.pack(emu, w.name, w.layout)
             emu.write_unified(run.half, w.addr, bits)
             uw.append((run.half, w.addr, bits))
         emu.load_program(run.words)
@@ -167,25 +190,20 @@ def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig
         tcu += r.macs
         reads = []
         for rd in run.reads:
-            bits = emu.unified[run.half, rd.addr:rd.addr + rd.layout.rows].copy()
+            rows = slice(rd.addr, rd.addr + rd.layout.rows)
+            bits = emu.unified[run.half, rows].copy()
             reads.append(bits)
-            vals = emu.from_elem_bits(bits)
-            store[rd.name] = (rd.layout.unpack(vals, sizes), rd.layout.modes)
-            unknown = emu.unified_x[run.half, rd.addr:rd.addr + rd.layout.rows]
-            if unknown.any():
-                refuse_unknown(rd.layout.unpack(unknown.astype(np.float32), sizes), f"run {ri} reads back {rd.name}")
-        host_ops(ops_after.get(ri, ()))
+            host.unpack(emu, rd.name, rd.layout, bits, emu.unified_x[run.half, rows], f"run {ri} reads back {rd.name}")
+        host.ops(ri)
         trace.append((r.cycles, reads))
         jobs.append({"uwrites": uw, "prog": run.words, "half": run.half,
                      "ureads": [(run.half, rd.addr, rd.layout.rows) for rd in run.reads]})
         if progress is not None:
             progress()
-    results = {target: _assemble(parts, store, prog.result_pieces.get(target, 1))
-               for target, parts in prog.results.items()}
     measured = [c for c, _ in trace]
     if measured != [t.compute_cycles for t in prog.run_timings(config)]:
         raise ExecutionError("emulator cycles differ from the static program timing", field="program")
-    return Execution(results, prog.timeline(config, measured), tcu, len(prog.runs), trace, jobs)
+    return Execution(host.results(), prog.timeline(config, measured), tcu, len(prog.runs), trace, jobs)
 
 
 def rtl_check(ex: Execution, config: FettaConfig, sim: str, trace=None, stats: dict | None = None) -> bool:
@@ -196,20 +214,31 @@ def rtl_check(ex: Execution, config: FettaConfig, sim: str, trace=None, stats: d
     :class:`ExecutionError`. ``trace``: write an FST waveform of the replay there. ``stats`` (optional)
     receives ``sim_cycles`` (every clock cycle simulated, host port included). Returns ``True``.
     """
-    out, _ = run_jobs_rtl(config, ex.jobs, sim, trace=trace)
-    if stats is not None:
-        stats["sim_cycles"] = int(out["sim_cycles"])
-    for j, (cycles, reads) in enumerate(ex.trace):
-        if int(out[f"j{j}_error"]) != 0:
-            raise ExecutionError(f"RTL run {j} stopped with error code {int(out[f'j{j}_error'])}", field="program")
-        if int(out[f"j{j}_cycles"]) != cycles:
-            raise ExecutionError(f"RTL run {j}: {int(out[f'j{j}_cycles'])} cycles, emulator {cycles}", field="program")
+    out = replay(ex, config, sim, trace, stats)
+    for j, (_, reads) in enumerate(ex.trace):
         for key, rows in (("urd", reads), ("ard", ex.atrace[j] if ex.atrace else [])):
             got = out[f"j{j}_{key}"]
             want = np.concatenate(rows) if rows else np.zeros((0, config.lanes), np.uint64)
             if got.shape != want.shape or not np.array_equal(got.astype(np.uint64), want.astype(np.uint64)):
                 raise ExecutionError(f"RTL run {j}: rows read back differ from the emulator", field="program")
     return True
+
+
+def replay(ex: Execution, config: FettaConfig, sim: str, trace=None, stats: dict | None = None, dram=None,
+           what: str = "run") -> dict:
+    """Run the jobs of ``ex`` on the RTL (:func:`sim.rtl.run_jobs_rtl`, with ``dram`` preloaded) and check
+    every job's error code and cycles against the emulator's (:class:`ExecutionError`); returns the
+    simulation's output. ``stats`` receives ``sim_cycles``."""
+    out, _ = run_jobs_rtl(config, ex.jobs, sim, trace=trace, dram=dram)
+    if stats is not None:
+        stats["sim_cycles"] = int(out["sim_cycles"])
+    for j, (cycles, _) in enumerate(ex.trace):
+        if int(out[f"j{j}_error"]) != 0:
+            raise ExecutionError(f"RTL {what} {j} stopped with error code {int(out[f'j{j}_error'])}", field="program")
+        if int(out[f"j{j}_cycles"]) != cycles:
+            raise ExecutionError(f"RTL {what} {j}: {int(out[f'j{j}_cycles'])} cycles, emulator {cycles}",
+                                 field="program")
+    return out
 
 
 def run_emulator(config: FettaConfig, plan: GemmPlan, progress=None):
@@ -255,4 +284,5 @@ def run_gemm(config: FettaConfig, plan: GemmPlan, sim: str, advance=None, trace=
     return run_plan_rtl(config, plan, sim, trace=trace)
 
 
-__all__ = ["ExecutionError", "Execution", "execute", "rtl_check", "run_emulator", "run_gemm", "refuse_unknown"]
+__all__ = ["ExecutionError", "Execution", "HostStore", "execute", "rtl_check", "replay", "run_emulator", "run_gemm",
+           "refuse_unknown"]

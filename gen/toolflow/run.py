@@ -13,11 +13,15 @@ import numpy as np
 
 from gen.compiler import compile_layer
 from gen.compiler.gemm import plan_gemm
+from gen.compiler.dma import lower_dma
 from gen.compiler.program import gemm_dataflows
 from gen.progress import progress
+from gen.toolflow.dmarun import execute_dma, rtl_check_dma
 from gen.toolflow.execute import ExecutionError, execute, rtl_check, run_gemm
 
 SIMS = ("emulator", "icarus", "verilator")
+#: how compiled runs get their tensors from and back to DRAM (:func:`run_compiled_layer`)
+DRAM_MODES = ("rule", "dma")
 #: phase -> (result key, operands from the inputs)
 PHASES = {
     "fp": ("Y", lambda a: (a["X"], a["core_0"])),
@@ -90,16 +94,26 @@ def run_dense(config, inputs, phases, sim: str, show_progress: bool = False, tra
 
 
 def run_compiled_layer(spec, phase: str, config, inputs, sim: str, show_progress: bool = False, trace=None,
-                       **compile_opts):
+                       dram: str = "rule", **compile_opts):
     """Tensorized formats: ``(program, emulator execution, rtl)``; on ``icarus``/``verilator`` the
     runs are replayed on the RTL (:func:`gen.toolflow.execute.rtl_check` raises on any difference, ``rtl``
     is then True), on ``emulator`` ``rtl`` is None. ``trace``: an FST waveform of the whole replay (every
-    run, one simulation). ``compile_opts``: :func:`gen.compiler.compile_layer`'s (``pieces``, ``relayout``)."""
-    prog = compile_layer(spec, phase, config, **compile_opts)
+    run, one simulation). ``dram``: ``"rule"`` (the host writes and reads each run's tensors; DRAM time by
+    :mod:`gen.design.timing`) or ``"dma"`` (the runs move them with DMA instructions,
+    :mod:`gen.compiler.dma`; the compiler chooses between its variants by that count, and the execution
+    is a :class:`gen.toolflow.dmarun.DmaExecution` whose cycles are the jobs' own). ``compile_opts``: :func:`gen.compiler.compile_layer`'s (``pieces``, ``relayout``)."""
+    if dram not in DRAM_MODES:
+        raise ValueError(f"dram must be one of {DRAM_MODES}, got {dram!r}")
+    prog = compile_layer(spec, phase, config, dram=dram, **compile_opts)
+    if dram == "dma":
+        dprog = lower_dma(prog, config)
+        with progress(len(dprog.jobs), f"{phase} on emulator (DMA)", enabled=show_progress) as bar:
+            ex = execute_dma(dprog, inputs, config, progress=bar)
+        return prog, ex, rtl_check_dma(ex, config, sim, trace=trace) if sim != "emulator" else None
     with progress(len(prog.runs), f"{phase} on emulator", enabled=show_progress) as bar:
         ex = execute(prog, inputs, config, progress=bar)
     rtl = rtl_check(ex, config, sim, trace=trace) if sim != "emulator" else None
     return prog, ex, rtl
 
 
-__all__ = ["SIMS", "PHASES", "phases_of", "max_rel_err", "trace_files", "run_plan", "run_dense", "run_compiled_layer"]
+__all__ = ["SIMS", "DRAM_MODES", "PHASES", "phases_of", "max_rel_err", "trace_files", "run_plan", "run_dense", "run_compiled_layer"]

@@ -1,0 +1,340 @@
+"""DMA lowering: a compiled :class:`~gen.compiler.Program` as runs that move their own data.
+
+A compiled program is a list of runs whose operands the host writes into unified memory before
+they start and whose results it reads after they end (:mod:`gen.compiler.program`); its DRAM time
+is the rule of :mod:`gen.design.timing`. :func:`lower_dma` turns it into *jobs* that do the moving
+themselves with ``DMA`` instructions (``docs/accelerator.md``, "DMA instructions"), so the cycles of
+the whole layer are the hardware's own count (the emulator's ``Clock``, equal to the RTL's):
+
+* every host write of run ``i`` (half ``h``) becomes a DMA **load** from a DRAM region into half
+  ``h``, issued by an earlier job on half ``1 - h`` (a DMA only reaches the half its run does not
+  use); every host read becomes a DMA **store** to a DRAM region, issued by a later job on half
+  ``1 - h``. Where the neighbouring run is on the same half, a *DMA-only* job (its program only
+  DMA instructions and HALT) on the other half does the moving;
+* a store goes to the first job on the other half after its run; a load to the first job on the
+  other half after every earlier run on its half, after the stores of those runs (the half is
+  overwritten) and strictly after the job that stores the data the host needs for it
+  (:meth:`Program.write_deps`: read back, sliced, concatenated or derived between jobs);
+* inside a job the stores come first, then the loads, in program order; each DMA instruction is
+  put before the first instruction of the run at which the engine is idle again
+  (:class:`gen.design.control.Clock`), so compute never waits for a busy engine, and the rest
+  before the HALT (which waits for the last transfer). Jobs longer than the instruction memory
+  move DMA instructions into DMA-only jobs on the same half right after them;
+* DRAM: each host-written image gets its own region, each read-back tensor too; a write of a
+  tensor in the layout the chip stored it in is loaded straight from that read-back region (a
+  spill comes back without the host). Regions are ``dma_bytes`` aligned.
+
+Rows move in whole beats of ``dma_rows`` rows, so a tensor's last beat may carry up to
+``dma_rows - 1`` rows past its end: blocks start on a multiple of ``banks`` rows
+(:mod:`gen.compiler.allocate`), a multiple of ``dma_rows``, so those rows belong to no tensor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from gen.compiler.layout import Layout, ceil_to
+from gen.compiler.program import CompileError, Program, Run
+from gen.design.config import FettaConfig
+from gen.design.control import Clock
+from gen.design.timing import program_cycles
+from gen.design.isa import BOUND_BITS, OVERHEAD, Geometry, Instr, Opcode, dma_load, dma_store, halt
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One tensor moved by DMA: a host write (``load``) or read (``store``) of run ``run``."""
+
+    load: bool
+    run: int
+    name: str
+    layout: Layout
+    row: int
+    dram: int
+    #: the host packs the image into ``dram`` before the job (a load not fed by a read-back region)
+    host_packed: bool = False
+
+
+@dataclass
+class Job:
+    """One start of the accelerator: run ``run``'s program (``None``: DMA only) on ``half`` with the
+    DMA instructions of ``transfers`` (stores first, then loads)."""
+
+    half: int
+    run: int | None
+    transfers: list[Transfer] = field(default_factory=list)
+    program: list[Instr] = field(default_factory=list)
+
+
+@dataclass
+class DmaProgram:
+    """A :class:`Program` lowered to jobs (module docstring)."""
+
+    source: Program
+    jobs: list[Job]
+    #: DRAM bytes the regions take (from address 0)
+    dram_bytes: int
+
+
+def _region(layout: Layout, geo: Geometry, row_bytes: int) -> int:
+    return ceil_to(layout.rows, geo.dma_rows) * row_bytes
+
+
+def _instrs(group: list[Transfer], geo: Geometry, row_bytes: int) -> list[Instr]:
+    """DMA instructions of transfers that lie back to back in rows and in DRAM (:func:`_groups`):
+    whole beats, at most ``2**BOUND_BITS - 1`` per instruction."""
+    t = group[0]
+    beats = sum(-(-x.layout.rows // geo.dma_rows) for x in group)
+    most = (1 << BOUND_BITS) - 1
+    out = []
+    for b in range(0, beats, most):
+        n = min(most, beats - b)
+        row, dram = t.row + b * geo.dma_rows, t.dram + b * geo.dma_rows * row_bytes
+        out.append(dma_load(dram=dram, row=row, beats=n) if t.load else dma_store(row=row, dram=dram, beats=n))
+    return out
+
+
+def _groups(transfers: list[Transfer], geo: Geometry, row_bytes: int) -> list[list[Transfer]]:
+    """``transfers`` in order, those that continue the previous one in the same direction (its
+    next beat's row and DRAM byte) joined: one DMA instruction moves them."""
+    out: list[list[Transfer]] = []
+    for t in transfers:
+        if out:
+            p = out[-1][-1]
+            rows = ceil_to(p.layout.rows, geo.dma_rows)
+            if p.load == t.load and t.row == p.row + rows and t.dram == p.dram + rows * row_bytes:
+                out[-1].append(t)
+                continue
+        out.append([t])
+    return out
+
+
+class _Placer:
+    """Where each run's loads and stores go (module docstring)."""
+
+    def __init__(self, prog: Program, depth: int):
+        self.prog, self.depth = prog, depth
+        self.jobs: list[Job] = []
+        self.run_job: dict[int, int] = {}
+        self.store_job: dict[int, int] = {}
+
+    def _first_job(self, half: int, after: int, n: int = 0) -> int:
+        """Index of the first job on ``half`` from index ``after`` on with room in the instruction
+        memory for ``n`` more transfers (a new DMA-only job if none)."""
+        for k in range(max(after, 0), len(self.jobs)):
+            job = self.jobs[k]
+            body = 0 if job.run is None else len(self.prog.runs[job.run].program) - 1
+            if job.half == half and body + len(job.transfers) + n <= self.depth - 1:
+                return k
+        self.jobs.append(Job(half, None))
+        return len(self.jobs) - 1
+
+    def place_store(self, j: int, transfers: list[Transfer]) -> int:
+        """The job of run ``j``'s stores (placed on first use in the first job on the other half after
+        the run with room for them); the run's own job when it reads nothing back."""
+        if j in self.store_job:
+            return self.store_job[j]
+        if not transfers:
+            return self.run_job[j]
+        k = self._first_job(1 - self.prog.runs[j].half, self.run_job[j] + 1, len(transfers))
+        self.jobs[k].transfers += transfers
+        self.store_job[j] = k
+        return k
+
+    def place_loads(self, i: int, transfers: list[Transfer], after: int, sources: set[int], stores) -> None:
+        """Run ``i``'s loads: in the first job on the other half after every earlier run on its half
+        and their stores, after the stores of ``sources`` (read-back regions it loads from) and
+        strictly after the stores of runs ``0 .. after`` (the host works on their data between jobs)."""
+        h = self.prog.runs[i].half
+        lo = 0
+        for j in range(i):
+            if self.prog.runs[j].half == h:         # the half is overwritten: after that run, its reads
+                lo = max(lo, self.run_job[j] + 1, self.place_store(j, stores(j)))
+        for j in sources:
+            lo = max(lo, self.place_store(j, stores(j)))
+        for j in range(after + 1):
+            lo = max(lo, self.place_store(j, stores(j)) + 1)
+        if transfers:
+            self.jobs[self._first_job(1 - h, lo, len(transfers))].transfers += transfers
+
+
+def lower_dma(prog: Program, config: FettaConfig) -> DmaProgram:
+    """The jobs of ``prog`` with DMA instructions in place of the host's writes and reads."""
+    geo = Geometry.of(config)
+    prog = _room(prog, geo)
+    row_bytes = geo.lanes * config.elem_bits // 8
+    top = 0
+
+    def region(layout: Layout) -> int:
+        nonlocal top
+        addr, top = top, top + _region(layout, geo, row_bytes)
+        return addr
+
+    stores: list[list[Transfer]] = []
+    for i, run in enumerate(prog.runs):
+        for rd in run.reads:
+            if rd.addr % geo.dma_rows:
+                raise CompileError(f"run {i} reads {rd.name} from row {rd.addr}, not a multiple of "
+                                   f"dma_rows={geo.dma_rows}", field="program")
+        stores.append([Transfer(False, i, rd.name, rd.layout, rd.addr, region(rd.layout)) for rd in run.reads])
+    placer = _Placer(prog, geo.imem_depth)
+    deps = prog.write_deps()
+    latest: dict[str, Transfer] = {}       # name -> its newest read-back region
+    renamed = _host_written(prog)
+    for i, run in enumerate(prog.runs):
+        loads, sources = [], set()
+        for w in run.writes:
+            if w.addr % geo.dma_rows:
+                raise CompileError(f"run {i} writes {w.name} at row {w.addr}, not a multiple of "
+                                   f"dma_rows={geo.dma_rows}", field="program")
+            src = latest.get(w.name)
+            if src is not None and src.layout == w.layout and (w.name, src.run) not in renamed:
+                loads.append(Transfer(True, i, w.name, w.layout, w.addr, src.dram))
+                sources.add(src.run)
+            else:
+                loads.append(Transfer(True, i, w.name, w.layout, w.addr, region(w.layout), host_packed=True))
+        placer.place_loads(i, loads, deps[i], sources, lambda j: stores[j])
+        placer.jobs.append(Job(run.half, i))
+        placer.run_job[i] = len(placer.jobs) - 1
+        for t in stores[i]:
+            latest[t.name] = t
+    for j in range(len(prog.runs)):
+        placer.place_store(j, stores[j])
+    jobs = _programs(placer.jobs, prog, geo, row_bytes)
+    return DmaProgram(prog, jobs, top)
+
+
+def hardware_cycles(prog: Program, config: FettaConfig) -> int:
+    """End-to-end cycles of ``prog`` lowered to DMA jobs: the sum of the jobs' static cycle counts
+    (:func:`gen.design.timing.program_cycles`, which the emulator and the RTL reproduce), kept on
+    the program per configuration (a compiler comparing variants asks more than once)."""
+    memo = prog.__dict__.setdefault("_hardware_cycles", {})
+    key = repr(config)
+    if key not in memo:
+        memo[key] = sum(program_cycles(job.program, config) for job in lower_dma(prog, config).jobs)
+    return memo[key]
+
+
+def dma_room(geo: Geometry) -> int:
+    """Instruction slots a run keeps free for DMA instructions (:func:`_room`)."""
+    return max(1, geo.imem_depth // 32)
+
+
+def _room(prog: Program, geo: Geometry) -> Program:
+    """``prog`` with every run longer than ``imem_depth - 1 - dma_room`` instructions before its HALT
+    cut into runs of the same half that are not (as :meth:`gen.compiler.allocate.Memory.add_instrs`
+    cuts a program at the instruction memory's size: on-chip data stays), so that every run has room
+    for the DMA instructions of its neighbours. Its writes go with the first part, its reads and the
+    host operations after it with the last."""
+    cap = geo.imem_depth - 1 - dma_room(geo)
+    runs, last = [], {}
+    for i, run in enumerate(prog.runs):
+        body = run.program[:-1]
+        parts = [body[k:k + cap] for k in range(0, len(body), cap)] or [[]]
+        for k, part in enumerate(parts):
+            runs.append(Run(run.half, run.writes if k == 0 else [], part + [halt()],
+                            run.reads if k == len(parts) - 1 else []))
+        last[i] = len(runs) - 1
+    if len(runs) == len(prog.runs):
+        return prog
+    ops = [(last.get(r, r), kind, args) for r, kind, args in prog.host_ops]
+    return dataclasses.replace(prog, runs=runs, host_ops=ops)
+
+
+def _host_written(prog: Program) -> set[tuple[str, int]]:
+    """(name, run) pairs whose read-back value the host replaces after run ``run`` (a host operation
+    that makes a tensor of that name): a later write of the name is then not the read-back image."""
+    out = set()
+    for r, kind, args in prog.host_ops:
+        name = args[1] if kind == "slice" else args[0] if kind in ("concat", "derive", "eye") else None
+        if name is not None:
+            out |= {(name, j) for j in range(-1, r + 1)}
+    return out
+
+
+def _programs(jobs: list[Job], prog: Program, geo: Geometry, row_bytes: int) -> list[Job]:
+    """Each job's program: its run's instructions with the DMA instructions put in (module
+    docstring); a job over the instruction memory keeps the transfers that fit and hands the others,
+    whole, to DMA-only jobs on its half right after it."""
+    out = []
+    for job in jobs:
+        job.transfers.sort(key=lambda t: t.load)           # stores first, in placement order
+        groups = _groups(job.transfers, geo, row_bytes)
+        dmas = [(ins, g) for g in groups for ins in _instrs(g, geo, row_bytes)]
+        body = [] if job.run is None else [ins for ins in prog.runs[job.run].program if ins.opcode != Opcode.HALT]
+        room = geo.imem_depth - 1 - len(body)
+        if room < 0:
+            raise CompileError(f"run {job.run} has {len(body)} instructions before HALT, over imem_depth - 1",
+                               field="program")
+        keep, rest = [], []
+        for g in groups:
+            n = sum(x is g for _, x in dmas)
+            if not rest and n <= room:
+                keep.append(g)
+                room -= n
+            else:
+                rest.append(g)
+        if rest and not keep and job.run is None:
+            raise CompileError(f"a transfer of {rest[0][0].name} needs more than imem_depth - 1 DMA instructions",
+                               field="program")
+        mine = [(i, g) for i, g in dmas if any(g is k for k in keep)]
+        out.append(Job(job.half, job.run, [t for g in keep for t in g], _interleave(body, mine, geo)))
+        if rest:
+            out += _programs([Job(job.half, None, [t for g in rest for t in g])], prog, geo, row_bytes)
+    return out
+
+
+def _interleave(body: list[Instr], dmas: list[tuple[Instr, list[Transfer]]], geo: Geometry) -> list[Instr]:
+    """``body`` with ``dmas`` put in, in order. A DMA instruction goes either before the first
+    instruction whose CHECK finds the engine idle (compute never waits) or one instruction earlier
+    (it waits in CHECK for the engine, and the transfer starts the cycle the engine is free),
+    whichever ends the job sooner with the later ones placed the first way; the rest before HALT."""
+    todo = [ins for ins, _ in dmas]
+    fixed: list[int] = []
+    for k in range(len(todo)):
+        at = _positions(body, todo, fixed, geo)[k]
+        tries = [at] + ([at - 1] if at > (fixed[-1] if fixed else 0) else [])
+        fixed.append(min(tries, key=lambda p: (_cycles(body, todo, _positions(body, todo, fixed + [p], geo), geo),
+                                               -p)))
+    return _build(body, todo, fixed)
+
+
+def _positions(body: list[Instr], todo: list[Instr], fixed: list[int], geo: Geometry) -> list[int]:
+    """Where each of ``todo`` goes (index into ``body``; ``len(body)``: before HALT): ``fixed`` for
+    the first ones, then before the first instruction whose CHECK finds the engine idle."""
+    clock = Clock(geo)
+    pos = list(fixed)
+    k = 0
+    for i in range(len(body) + 1):
+        while k < len(todo) and (pos[k] == i if k < len(fixed) else
+                                 i == len(body) or clock.dma_idle <= clock.fetch + OVERHEAD - 1):
+            if k >= len(fixed):
+                pos.append(i)
+            clock.act(todo[k])
+            k += 1
+        if i < len(body):
+            clock.act(body[i])
+    return pos
+
+
+def _build(body: list[Instr], todo: list[Instr], pos: list[int]) -> list[Instr]:
+    out: list[Instr] = []
+    k = 0
+    for i in range(len(body) + 1):
+        while k < len(todo) and pos[k] == i:
+            out.append(todo[k])
+            k += 1
+        if i < len(body):
+            out.append(body[i])
+    return out + [halt()]
+
+
+def _cycles(body: list[Instr], todo: list[Instr], pos: list[int], geo: Geometry) -> int:
+    clock = Clock(geo)
+    for ins in _build(body, todo, pos):
+        c = clock.act(ins)
+    return c + 1
+
+
+__all__ = ["Transfer", "Job", "DmaProgram", "lower_dma", "hardware_cycles", "dma_room"]

@@ -1,0 +1,167 @@
+"""Compiled layers whose runs move their own data with DMA instructions (gen.compiler.dma).
+
+The lowered jobs must compute exactly what the host-port execution computes (every result bit equal),
+keep the hardware's rules (a DMA only reaches the half its run does not use, a job fits the
+instruction memory, every host write and read becomes one transfer), and the RTL must equal the
+emulator job for job (cycles, errors) and byte for byte in the DRAM the stores write.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gen.compiler import compile_layer
+from gen.compiler.dma import lower_dma
+from gen.design.config import FettaConfig
+from gen.design.isa import Opcode
+from gen.design.timing import program_cycles
+from gen.toolflow.dmarun import execute_dma, rtl_check_dma
+from gen.toolflow.execute import ExecutionError, execute
+from gen.workload.spec import parse_spec
+from sim.golden import random_inputs
+from tests.strategies import specs
+
+#: 4 CEs, a 16-word instruction memory (programs split into many runs, DMA-only jobs for overflow)
+SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
+#: a 128-bit DMA port: 2 rows per beat, bursts of 4, 2 in flight
+NARROW = SMALL.replace(dma_data_bits=128, dma_burst=4, dma_outstanding=2, dram_latency=6, imem_depth=64)
+TT = {"format": "tt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 4, "batch": 8}
+
+
+def lowered(spec, phase, config, **kw):
+    """Compile, execute through the host port and lowered to DMA jobs; check what every lowering
+    must keep (module docstring) and return ``(program, dma program, dma execution)``."""
+    inputs = random_inputs(spec, 3)
+    prog = compile_layer(spec, phase, config, **kw)
+    host = execute(prog, inputs, config)
+    dprog = lower_dma(prog, config)
+    ex = execute_dma(dprog, inputs, config)
+    assert set(ex.results) == set(host.results)
+    for key, want in host.results.items():
+        assert np.array_equal(ex.results[key], want), key
+    src = dprog.source          # the program with its full runs cut to leave room for DMA instructions
+    assert [ins for r in src.runs for ins in r.program if ins.opcode != Opcode.HALT] == \
+        [ins for r in prog.runs for ins in r.program if ins.opcode != Opcode.HALT]
+    prog = src
+    loads = [(t.run, t.name) for j in dprog.jobs for t in j.transfers if t.load]
+    stores = [(t.run, t.name) for j in dprog.jobs for t in j.transfers if not t.load]
+    assert sorted(loads) == sorted((i, w.name) for i, r in enumerate(prog.runs) for w in r.writes)
+    assert sorted(stores) == sorted((i, rd.name) for i, r in enumerate(prog.runs) for rd in r.reads)
+    where = {j.run: k for k, j in enumerate(dprog.jobs) if j.run is not None}
+    assert sorted(where) == list(range(len(prog.runs)))
+    for k, job in enumerate(dprog.jobs):
+        assert len(job.program) <= config.imem_depth and job.program[-1].opcode == Opcode.HALT
+        dmas = sum(ins.opcode == Opcode.DMA for ins in job.program)
+        if job.run is None:
+            assert dmas == len(job.program) - 1
+        else:
+            body = [i for i in job.program if i.opcode != Opcode.DMA]
+            assert body == prog.runs[job.run].program
+        for t in job.transfers:
+            assert prog.runs[t.run].half == 1 - job.half     # the other half only
+            assert (k < where[t.run]) if t.load else (k > where[t.run])
+    assert ex.cycles == sum(program_cycles(j["prog"], config) for j in ex.jobs)
+    assert ex.compute_cycles == sum(program_cycles(r.words, config) for r in prog.runs) <= ex.cycles
+    return prog, dprog, ex
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specs(formats=("tt", "tr", "ttm", "ht", "bt", "tucker"), max_mode=6, max_rank=4, max_batch=8),
+       phase=st.sampled_from(["fp", "bp", "wg"]), config=st.sampled_from([SMALL, NARROW]))
+def test_random_layers_emulator(spec, phase, config):
+    """Random layers of every tensorized format and phase, on two DMA port widths."""
+    lowered(spec, phase, config)
+
+
+def test_pipelined_spills_come_back_from_their_region():
+    """A pipelined program: batch pieces on alternating halves, each job storing the previous
+    piece's results and loading the next piece's operands while it computes; tensors read back
+    and written again in the same layout are loaded from their read-back region (no host copy)."""
+    prog, dprog, ex = lowered(parse_spec(dict(TT, batch=16)), "fp", SMALL, pieces=4)
+    assert prog.pieces == 4
+    overlapped = [j for j in dprog.jobs if j.run is not None and j.transfers]
+    assert len(overlapped) >= len(prog.runs) - 1
+    assert ex.dram_stall_cycles < sum(program_cycles(j["prog"], SMALL) for j in ex.jobs if j["prog"])
+
+
+def test_host_data_needs_a_later_job():
+    """A step chunked over a mode: the host slices and concatenates what runs stored, so the loads
+    of those tensors sit in a job after the one that stores their source; and a tensor read back
+    and written again in the same layout is loaded from its read-back region, not re-packed."""
+    prog, dprog, _ = lowered(parse_spec(dict(TT, batch=32)), "fp", SMALL)
+    assert {k for _, k, _ in prog.host_ops} == {"slice", "concat"} and max(prog.write_deps()) >= 0
+    prog, dprog, _ = lowered(parse_spec(dict(TT, format="tr", ranks=3)), "wg", SMALL)
+    assert any(not t.host_packed for j in dprog.jobs for t in j.transfers if t.load)
+
+
+def test_a_missing_load_is_caught():
+    """Dropping one DMA load leaves its rows unknown: the execution refuses the results (the
+    emulator's unknown-data check), it does not return stale numbers."""
+    spec = parse_spec(TT)
+    prog = compile_layer(spec, "fp", SMALL)
+    dprog = lower_dma(prog, SMALL)
+    job = next(j for j in dprog.jobs if any(t.load for t in j.transfers))
+    drop = next(i for i, ins in enumerate(job.program) if ins.opcode == Opcode.DMA)
+    job.program = job.program[:drop] + job.program[drop + 1:]
+    with pytest.raises(ExecutionError):
+        execute_dma(dprog, random_inputs(spec, 0), SMALL)
+
+
+def test_cli_dma_json(tmp_path, capsys):
+    from gen.cli import main
+
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(TT))
+    assert main(["run", "--spec", str(p), "--phase", "fp", "--dram", "dma", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["dram"] == "dma" and res["jobs"] >= res["runs"] + 1
+    assert res["cycles"] >= res["compute_cycles"] and res["rule_cycles"] > 0 and res["max_rel_err"] < 0.05
+    dense = tmp_path / "d.json"
+    dense.write_text(json.dumps({"format": "dense", "in_modes": [8], "out_modes": [8], "batch": 4}))
+    assert main(["run", "--spec", str(dense), "--dram", "dma"]) == 2
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("phase, config, kw", [("train", SMALL, {}), ("fp", NARROW, {"pieces": 4})])
+def test_rtl_icarus(phase, config, kw):
+    """RTL (Icarus) == emulator on DMA jobs: every job's cycles and error, and every byte the stores
+    wrote to the bench's AXI4 RAM (a 256-bit port, and a 128-bit one with gaps between bursts)."""
+    spec = parse_spec(dict(TT, batch=16) if kw else TT)
+    for ph in (["fp", "bp", "wg"] if phase == "train" else [phase]):
+        _, _, ex = lowered(spec, ph, config, **kw)
+        assert ex.stored.any()
+        assert rtl_check_dma(ex, config, "icarus")
+
+
+def test_compiler_chooses_by_the_hardware_count():
+    """``compile_layer(dram="dma")`` keeps the variant the DMA jobs run fastest (within the 2 % band in
+    which the fewest DRAM bytes win), never one slower than the rule's choice lowered."""
+    from gen.compiler.dma import hardware_cycles
+
+    spec = parse_spec(dict(TT, batch=16))
+    for phase in ("fp", "train"):
+        rule = compile_layer(spec, phase, SMALL)
+        hw = compile_layer(spec, phase, SMALL, dram="dma")
+        assert hardware_cycles(hw, SMALL) <= 1.02 * hardware_cycles(rule, SMALL)
+        ex = execute_dma(lower_dma(hw, SMALL), random_inputs(spec, 1), SMALL)
+        assert ex.cycles == hardware_cycles(hw, SMALL)           # the count it chose by is the emulator's
+
+
+def test_dram_rate():
+    """The DRAM's bandwidth in DMA beats per cycle: 25.6 GB/s at 1 GHz over 32-byte beats is 4/5;
+    never above one beat per cycle; rounded down to a denominator of at most 64."""
+    from fractions import Fraction
+
+    from gen.design.isa import dram_rate
+
+    assert dram_rate(FettaConfig()) == Fraction(4, 5)
+    assert dram_rate(FettaConfig(freq_mhz=100.0)) == 1
+    slow = dram_rate(FettaConfig(dram_gbps=10.0, freq_mhz=1000.0))      # 10 / 32 = 5/16
+    assert slow == Fraction(5, 16)
+    odd = dram_rate(FettaConfig(dram_gbps=25.6, freq_mhz=1100.0))       # 0.7272.. -> at most that
+    assert odd <= Fraction(256, 11) / 32 and odd.denominator <= 64 and Fraction(256, 11) / 32 - odd < Fraction(1, 64)
