@@ -53,15 +53,18 @@ def port_widths(verilog: str, module: str) -> dict[str, int]:
                                  body.group(0), re.M)}
 
 
-def axi_ram_verilog(data_bits: int, latency: int, num: int = 1, den: int = 1) -> str:
-    """Verilog of ``fetta_axi_ram`` (module docstring): :data:`DRAM_BYTES` of ``data_bits``-wide beats,
+def axi_ram_verilog(data_bits: int, latency: int, num: int = 1, den: int = 1, dram_bytes: int = DRAM_BYTES) -> str:
+    """Verilog of ``fetta_axi_ram`` (module docstring): ``dram_bytes`` (a power of two; default
+    :data:`DRAM_BYTES`) of ``data_bits``-wide beats,
     read latency ``latency``, at most ``num / den`` beats per cycle (the credit of
     :func:`gen.design.control.dram_paced`); up to 32 bursts queued per direction; write strobes are
     ignored (the DMA engine writes whole beats)."""
     if not 1 <= num <= den <= 255:
         raise ValueError(f"the DRAM's rate must be 1 <= num <= den <= 255 beats per cycle, got {num}/{den}")
+    if dram_bytes < DRAM_BYTES or dram_bytes & (dram_bytes - 1) or dram_bytes > 1 << 32:
+        raise ValueError(f"the bench's DRAM must be a power of two from {DRAM_BYTES} to 4 GiB bytes, got {dram_bytes}")
     lg = (data_bits // 8).bit_length() - 1
-    depth = DRAM_BYTES >> lg
+    depth = dram_bytes >> lg
     iw = max(1, depth.bit_length() - 1)
     return f"""// AXI4 subordinate RAM of the host player (sim/host_player.py)
 module fetta_axi_ram (
@@ -146,10 +149,12 @@ endmodule
 """
 
 
-def player_verilog(design: str, dram_latency: int = 8, dram_rate: tuple[int, int] = (1, 1)) -> str:
+def player_verilog(design: str, dram_latency: int = 8, dram_rate: tuple[int, int] = (1, 1),
+                   dram_bytes: int = DRAM_BYTES) -> str:
     """Verilog of the ``fetta_host`` test bench for the accelerator in ``design`` (the emitted Verilog
     of :func:`hdl.module_name` ``("fetta")``; the bench goes into the same compilation) and of its
-    DRAM (:func:`axi_ram_verilog`, read latency ``dram_latency``: the configuration's). Its
+    DRAM (:func:`axi_ram_verilog`: read latency ``dram_latency`` and rate ``dram_rate``, the
+    configuration's; ``dram_bytes``). Its
     registers take the widths of the accelerator's ports."""
     w = port_widths(design, hdl.module_name("fetta"))
     dw = max(w["host_wdata"], w["instr"])
@@ -157,7 +162,7 @@ def player_verilog(design: str, dram_latency: int = 8, dram_rate: tuple[int, int
     axi_wires = "\n".join(f"  wire [{w['m_axi_' + n] - 1}:0] axi_{n};" for n in sorted(axi))
     used = ("awaddr", "awlen", "awvalid", "awready", "wdata", "wlast", "wvalid", "wready", "bvalid", "bready",
             "bresp", "bid", "araddr", "arlen", "arvalid", "arready", "rdata", "rlast", "rvalid", "rready", "rresp", "rid")
-    return axi_ram_verilog(w["m_axi_wdata"], dram_latency, *dram_rate) + f"""// fetta host player (sim/host_player.py): plays a job file through the host port
+    return axi_ram_verilog(w["m_axi_wdata"], dram_latency, *dram_rate, dram_bytes) + f"""// fetta host player (sim/host_player.py): plays a job file through the host port
 module {TOP} (input wire clk, output reg finished);
   reg rst = 1'b1;
   reg [1:0] reset_cycles = 2'd0;
@@ -327,7 +332,7 @@ def read_output(path: Path, config, jobs) -> dict:
 
 
 def write_dram(path: Path, dram: np.ndarray, beat_bytes: int) -> None:
-    """``dram`` (bytes, at most :data:`DRAM_BYTES`) as a ``$readmemh`` file of ``beat_bytes``-byte beats."""
+    """``dram`` (bytes, at most the bench's DRAM) as a ``$readmemh`` file of ``beat_bytes``-byte beats."""
     data = np.zeros(-(-len(dram) // beat_bytes) * beat_bytes, np.uint8)
     data[:len(dram)] = dram
     beats = data.reshape(-1, beat_bytes)[:, ::-1]          # little-endian beats, most significant byte first
@@ -335,7 +340,7 @@ def write_dram(path: Path, dram: np.ndarray, beat_bytes: int) -> None:
 
 
 def read_dram(path: Path, beat_bytes: int) -> np.ndarray:
-    """The ``$writememh`` file of the bench's DRAM as bytes (:data:`DRAM_BYTES`)."""
+    """The ``$writememh`` file of the bench's DRAM as bytes (all of it)."""
     beats = [line.split("//")[0].strip() for line in Path(path).read_text().splitlines()]
     beats = [b for b in beats if b and not b.startswith("@")]
     raw = bytes.fromhex("".join(b.replace("x", "0").replace("X", "0").zfill(2 * beat_bytes) for b in beats))

@@ -24,7 +24,7 @@ from gen.compiler.gemm import GemmPlan, assemble_y, read_y_rows
 from gen.design.isa import Geometry, Opcode, decode, gemm_macs
 from gen.errors import FettaError
 from sim.emulator import Emulator
-from sim.host_player import DEFAULT_LIMIT, TOP, player_verilog, read_dram, read_output, write_dram, write_script
+from sim.host_player import DEFAULT_LIMIT, DRAM_BYTES, TOP, player_verilog, read_dram, read_output, write_dram, write_script
 from sim.runner import build, build_native, elaborate, run, run_native
 
 #: the cocotb module that clocks the host player (:mod:`sim.benches.host_bench`)
@@ -45,12 +45,13 @@ def run_jobs_rtl(config, jobs, sim: str, verilog: str | None = None, trace: str 
     :class:`sim.runner.SimBuild`. ``verilog``: the design's text when the caller already elaborated
     it (else :func:`sim.runner.elaborate`). ``trace``: write an FST waveform of every signal of the
     design over the whole simulation to this file (a build with tracing, cached apart from the plain
-    one). ``dram``: the bench's DRAM before the first job (``uint8`` bytes, at most
-    :data:`sim.host_player.DRAM_BYTES`; else zeros); then ``out["dram"]`` is the DRAM after the last
-    job (:data:`~sim.host_player.DRAM_BYTES` bytes)."""
+    one). ``dram``: the bench's DRAM before the first job (``uint8`` bytes; else zeros): the bench's
+    DRAM has :data:`sim.host_player.DRAM_BYTES` bytes, or the next power of two above ``len(dram)``
+    (another build); then ``out["dram"]`` is the DRAM after the last job (all of it)."""
     text = verilog if verilog is not None else elaborate("fetta", config)
     geo = Geometry.of(config)
-    bench = text + player_verilog(text, config.dram_latency, (geo.dram_num, geo.dram_den))
+    size = DRAM_BYTES if dram is None else max(DRAM_BYTES, 1 << (len(dram) - 1).bit_length())
+    bench = text + player_verilog(text, config.dram_latency, (geo.dram_num, geo.dram_den), size)
     beat_bytes = geo.dma_bytes
     waves = trace is not None
     sb = build_native(bench, TOP, waves=waves) if sim == "verilator" else build(bench, TOP, sim, waves=waves)

@@ -228,3 +228,23 @@ def test_dma_instructions_match_emulator_verilator():
         assert int(got[f"j{j}_cycles"]) == int(want[f"j{j}_cycles"])
         assert n / int(got[f"j{j}_cycles"]) >= 0.90 * geo.dram_num / geo.dram_den
     assert np.array_equal(got["dram"][1 << 16:2 << 16], dram)
+
+
+@pytest.mark.sim
+def test_bench_dram_grows_past_one_mib_icarus():
+    """A program whose DRAM reaches past the bench's default 1 MiB gets a bench DRAM of the next power
+    of two (2 MiB here): a load from above 1 MiB and a store to the top of it, RTL == emulator."""
+    from sim.rtl import run_jobs_rtl
+
+    nb = Geometry.of(SMALL).dma_bytes
+    size = (2 << 20) - nb                               # not a power of two: the bench rounds up
+    src, dst = (1 << 20) + 4096, size - 3 * nb
+    prog = [w.encode() for w in (dma_load(dram=src, row=0, beats=3), dma_store(row=0, dram=dst, beats=3), halt())]
+    jobs = [{"half": 0, "prog": prog}]
+    dram = np.random.default_rng(5).integers(0, 256, size, dtype=np.uint8)
+    want = emulate_jobs(SMALL, jobs, dram)
+    got, _ = run_jobs_rtl(SMALL, jobs, "icarus", dram=dram)
+    assert int(got["j0_error"]) == 0 and int(got["j0_cycles"]) == int(want["j0_cycles"])
+    assert len(got["dram"]) == 2 << 20
+    assert np.array_equal(got["dram"][dst:dst + 3 * nb], dram[src:src + 3 * nb])
+    assert np.array_equal(got["dram"][:size], want["dram"][:size])

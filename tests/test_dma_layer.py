@@ -121,6 +121,11 @@ def test_cli_dma_json(tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["dram"] == "dma" and res["jobs"] >= res["runs"] + 1
     assert res["cycles"] >= res["compute_cycles"] and res["rule_cycles"] > 0 and res["max_rel_err"] < 0.05
+    # the model reports the cycles the run counted: one timing source in this mode too
+    assert main(["model", "--spec", str(p), "--phase", "fp", "--dram", "dma", "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)
+    assert model["dram"] == "dma" and model["cycles"] == res["cycles"]
+    assert main(["model", "--spec", str(p), "--phase", "fp", "--dram", "dma", "--analytical"]) == 2
     dense = tmp_path / "d.json"
     dense.write_text(json.dumps({"format": "dense", "in_modes": [8], "out_modes": [8], "batch": 4}))
     assert main(["run", "--spec", str(dense), "--dram", "dma"]) == 2

@@ -24,7 +24,7 @@ from gen.design.isa import Instr, check, halt, load, nop, store, sync, vec
 from gen.design.isa import gemm as _gemm
 from sim import bf16 as fp
 from sim.rtl import plan_jobs, run_jobs_rtl, run_plan_rtl
-from sim.emulator import Emulator
+from sim.emulator import DRAM_BYTES, Emulator
 
 SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
 #: two stage-count settings of the timing rules: one-cycle arithmetic, and a 2-cycle multiplier
@@ -36,7 +36,7 @@ PIPELINED = SMALL.replace(mul_latency=2, add_latency=3)
 def emulate_jobs(config, jobs, dram=None):
     """The emulator's outputs for ``jobs`` as :func:`sim.rtl.run_jobs_rtl` gives the RTL's (``dram``:
     the DRAM's first bytes before the jobs; then ``out["dram"]`` is the DRAM after them)."""
-    emu = Emulator(config)
+    emu = Emulator(config, dram_bytes=max(DRAM_BYTES, 0 if dram is None else len(dram)))
     if dram is not None:
         emu.dram[:len(dram)] = dram
     out = {}

@@ -40,6 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how the contraction paths are chosen (CSSE; default: the MAC optimum)")
     p.add_argument("--top-k", type=positive_int, default=8, metavar="K", help="stage-1 candidates for --metric")
     p.add_argument("--steps", action="store_true", help="include the per-step mappings in the JSON")
+    p.add_argument("--dram", default="rule", choices=("rule", "dma"),
+                   help="compiled timing: the DRAM rule (default), or the program lowered to runs that move "
+                        "their own data by DMA instructions, chosen and timed by the controller's own count "
+                        "(fetta run --dram dma's cycles; docs/compiler.md \"DMA lowering\")")
     p.add_argument("--analytical", action="store_true",
                    help="fetta: the per-step analytical estimate (the search's stage 2) instead of the compiled program")
     add_config_arguments(p)
@@ -49,6 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     config = config_from_args(args)
+    if args.analytical and args.dram != "rule":
+        raise UsageError("--dram applies to the compiled program, not the analytical estimate", field="--dram")
     if args.analytical and args.arch != "fetta":
         raise UsageError("--analytical is the search's per-step estimate of fetta; every architecture is timed "
                          "by the compiled program", field="--analytical")
@@ -61,7 +67,8 @@ def main(args: argparse.Namespace) -> int:
     res, timing, error = None, "analytical", None
     if not args.analytical:
         try:
-            res, timing = model_compiled(spec, args.phase, config, paths, arch=args.arch, path=args.path), "compiled"
+            res, timing = model_compiled(spec, args.phase, config, paths, arch=args.arch, path=args.path,
+                                         dram=args.dram), "compiled"
         except CompileError as exc:
             if args.arch != "fetta" or args.path not in (None, "optimal"):
                 raise
@@ -72,6 +79,8 @@ def main(args: argparse.Namespace) -> int:
         res = model_phase(spec, args.phase, config, paths)
     out = {"spec": spec.name, "format": spec.format, "phase": args.phase, "arch": args.arch, "timing": timing,
            **res.summary(), **({"compile_error": error} if error else {})}
+    if timing == "compiled" and args.dram == "dma":
+        out["dram"] = "dma"
     if res.program is not None:
         prog = res.program
         out.update(relayouts=prog.relayouts, onchip_relayouts=prog.onchip_relayouts, transposes=prog.transposes,

@@ -94,13 +94,13 @@ class Capabilities:
         return config.replace(num_ces=1, ce_rows=side, ce_cols=side, lanes=side, banks=2, net_ports=2)
 
     def compile(self, spec, phase: str, config: FettaConfig,
-                paths: Mapping[str, Sequence[Sequence[int]]] | None = None) -> Program:
+                paths: Mapping[str, Sequence[Sequence[int]]] | None = None, dram: str = "rule") -> Program:
         """``phase`` of ``spec`` compiled with these capabilities for :meth:`config` of ``config``
-        (``paths`` replaces the capability's own order)."""
+        (``paths`` replaces the capability's own order; ``dram``: :func:`compile_layer`'s)."""
         paths = paths if paths is not None else named_paths(spec, phase, self.path)
         return compile_layer(spec, phase, self.config(config), paths, reuse=self.reuse and self.path == "optimal",
                              pieces=self.pieces, relayout=self.relayout, views=self.views, k_split=self.k_split,
-                             stationary=self.stationary)
+                             stationary=self.stationary, dram=dram)
 
 
 def named_paths(spec, phase: str, name: str) -> dict[str, list[list[int]]] | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gen.compiler.capabilities import capabilities
+from gen.compiler.dma import hardware_cycles
 from gen.compiler.program import Program
 from gen.design.config import FettaConfig
 from gen.design.isa import Geometry, Opcode, gemm_macs, loads, out_rows, stationary, vector_rows
@@ -71,20 +72,26 @@ def compulsory_bytes(spec, phase: str, config: FettaConfig) -> int:
 
 
 def model_compiled(spec, phase: str, config: FettaConfig | None = None, paths=None, arch: str = "fetta",
-                   path: str | None = None) -> ModelResult:
+                   path: str | None = None, dram: str = "rule") -> ModelResult:
     """Cycles, DRAM bytes, SRAM accesses and energy of ``phase`` of ``spec`` as compiled for ``config``
     with the capabilities of ``arch`` (:mod:`gen.compiler.capabilities`: an architecture or an
     ablation; its design is :meth:`Capabilities.config` of ``config``). ``paths`` (by network label)
     or ``path`` (a name of :data:`gen.compiler.capabilities.PATHS`) replace the capability's order.
     Distribution / reduction network accesses are charged the capability set's ``dist_scale`` /
-    ``red_scale`` (SIGMA's Benes network: 2x; none on TRETA and the TPU)."""
+    ``red_scale`` (SIGMA's Benes network: 2x; none on TRETA and the TPU). ``dram="dma"``: compiled
+    choosing by, and timed by, the program lowered to runs that move their own data
+    (:func:`gen.compiler.dma.hardware_cycles`, ``fetta run --dram dma``'s cycles) instead of the DRAM
+    rule."""
     config = config or FettaConfig()
     caps = capabilities(arch)
     if path is not None:
         caps = replace(caps, path=path)
     design = caps.config(config)
-    prog = caps.compile(spec, phase, config, paths)
+    prog = caps.compile(spec, phase, config, paths, dram=dram)
     t = prog.timeline(design)
+    if dram == "dma":
+        hw = hardware_cycles(prog, design)
+        t = replace(t, cycles=hw)
     acc = program_accesses(prog, design)
     scale = {"dist": caps.dist_scale, "red": caps.red_scale}
     energy = sum(acc[k] * ENERGY_PJ[k] * scale.get(k, 1.0) for k in acc) \
