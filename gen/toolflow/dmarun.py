@@ -48,7 +48,7 @@ def execute_dma(dprog: DmaProgram, inputs: Mapping[str, np.ndarray], config: Fet
     dram_in = np.zeros(len(emu.dram), np.uint8)
     stored = np.zeros(len(emu.dram), bool)
     host = HostStore(prog, inputs, derive)
-    pending = {i: sum(1 for _ in run.reads) for i, run in enumerate(prog.runs)}
+    pending = {i: len(run.reads) for i, run in enumerate(prog.runs)}
     ran, next_ops = set(), 0
     trace, jobs, tcu, dram_busy, dram_bytes = [], [], 0, 0, 0
     for k, job in enumerate(dprog.jobs):
