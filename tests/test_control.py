@@ -4,6 +4,8 @@ The RTL follows the same rule cycle for cycle (tests/test_system.py, ``overlap_j
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,7 +63,7 @@ def test_what_waits_for_the_drain():
         acts, _ = run([g, after, halt()])
         assert acts[1] == nxt(acts), after
     assert not overlaps(g, gemm(K=8, a=(0, 1), b=(200, 1)), GEO)
-    assert overlaps(g.__class__(**{**g.__dict__, "flags": 0}), gemm(K=8, a=(0, 1), b=(200, 1)), GEO)
+    assert overlaps(replace(g, flags=0), gemm(K=8, a=(0, 1), b=(200, 1)), GEO)
 
 
 @settings(max_examples=60, deadline=None)

@@ -159,6 +159,7 @@ def repeat_cycles(n: int, issue: int, execute: int) -> int:
     return OVERHEAD + last + execute
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def overlaps(prev: Instr, ins: Instr, geo: Geometry) -> bool:
     """May GEMM ``ins`` start while GEMM ``prev`` drains? Both run the same CE mapping, reduction
     network setting, CE and group counts and output transpose (what the draining rows still pass

@@ -152,12 +152,16 @@ CE_MODE = {Dataflow.OS: CEMode.OS_AB.value, Dataflow.WS: CEMode.WS_V.value, Data
            Dataflow.WS_H: CEMode.WS_H.value, Dataflow.IS_H: CEMode.IS_H.value, Dataflow.OS_BA: CEMode.OS_BA.value}
 
 
+_STATIONARY = frozenset(int(m) for m in (Dataflow.WS, Dataflow.IS, Dataflow.WS_H, Dataflow.IS_H))
+_HORIZONTAL = frozenset(int(m) for m in (Dataflow.WS_H, Dataflow.IS_H))
+
+
 def stationary(mode: int) -> bool:
-    return mode in (Dataflow.WS, Dataflow.IS, Dataflow.WS_H, Dataflow.IS_H)
+    return mode in _STATIONARY
 
 
 def horizontal(mode: int) -> bool:
-    return mode in (Dataflow.WS_H, Dataflow.IS_H)
+    return mode in _HORIZONTAL
 
 
 class Flag(enum.IntFlag):
@@ -281,6 +285,14 @@ class Instr:
     red_mode: int = 0
     scalar: int = 0
     tr: int = 0
+
+    def __hash__(self) -> int:
+        # computed once: the controller's clock and the compiler memoize functions of instructions
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, name) for name in LAYOUT))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __post_init__(self) -> None:
         for name, (_, bits) in LAYOUT.items():
@@ -566,20 +578,21 @@ def vector_rows(config: FettaConfig) -> int:
     return min(q, config.banks)
 
 
-def ce_offsets(ins: Instr, op: str) -> list[int]:
-    """Per active CE (index ``c``), the spatial part of operand ``op``'s address."""
-    out = []
+@functools.lru_cache(maxsize=1 << 16)
+def ce_offsets(ins: Instr, op: str) -> tuple[int, ...]:
+    """Per active CE (index ``c``), the spatial part of operand ``op``'s address (memoized: the
+    controller's clock and the compiler's placement ask for the same instructions many times)."""
     sm, sn, sr = (getattr(ins, f"{op}_s{lv}") for lv in ("m", "n", "r"))
-    for im in range(ins.gm):
-        for in_ in range(ins.gn):
-            for ik in range(ins.gk):
-                out.append(im * sm + in_ * sn + ik * sr)
-    return out
+    gn, gk = ins.gn, ins.gk
+    return tuple(im * sm + in_ * sn + ik * sr for im in range(ins.gm) for in_ in range(gn) for ik in range(gk))
+
+
+_TR_BIT = {"a": int(Transpose.A), "b": int(Transpose.B), "o": int(Transpose.O)}
 
 
 def transposed(ins: Instr, op: str) -> bool:
     """Does operand ``op`` (``"a"``, ``"b"``; ``"o"``: the reduction network) go through a transpose layer?"""
-    return bool(ins.tr & {"a": Transpose.A, "b": Transpose.B, "o": Transpose.O}[op])
+    return bool(int(ins.tr) & _TR_BIT[op])
 
 
 def read_offsets(ins: Instr, op: str, lanes: int) -> list[int]:
@@ -599,6 +612,7 @@ def temporal_max(ins: Instr, op: str, k_bound: int) -> int:
             + (ins.L1 - 1) * getattr(ins, f"{op}_sl1"))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def read_max(ins: Instr, op: str, geo: "Geometry") -> int:
     """The last unified row a GEMM reads for operand ``op``: IA streams ``K`` vectors, IB ``K``
     (OS) or the tile's loads (IS/WS), stepped by ``x_sk``; a transposed operand reads whole blocks
@@ -608,6 +622,7 @@ def read_max(ins: Instr, op: str, geo: "Geometry") -> int:
     return getattr(ins, f"{op}_base") + temporal_max(ins, op, kb) + last
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def out_max(ins: Instr, geo: "Geometry") -> int:
     """The last output row of a GEMM past ``o_base`` (accumulation unit) or ``w_base`` (write-back)."""
     return temporal_max(ins, "o", out_rows(ins, geo)) + max(group_offsets(ins))
