@@ -1,11 +1,12 @@
 """Compiler benchmark: the layers of ``benchmarks/layers/*.json`` per phase on the emulator.
 
 ``python -m benchmarks layers [--write-docs] [--layers a,b] [--phases fp,bp,wg,train] [--set KEY=VALUE]`` prints, per
-layer and phase, end-to-end cycles (compute, plus the DRAM transfers it does not hide, by the rule of
-``gen/design/timing.py``), compute cycles, DRAM stall cycles, useful MACs, utilization
+layer and phase, as ``fetta run`` compiles and runs it (``--dram dma``: the runs move their own data by
+DMA instructions, ``gen/compiler/dma.py``): end-to-end cycles (the jobs' own count, which the RTL
+reproduces), compute cycles (the runs without their DMA instructions), DRAM stall cycles, useful MACs, utilization
 ``macs / (cycles * num_macs)`` and the same over compute cycles alone, the deviation of
-``fetta model --arch fetta`` (the compiled program's static timeline) from the emulator, on-chip traffic (unified rows read by IA/IB, multicast
-counted once, plus rows written back), DRAM-model traffic (host writes and read-backs), re-layouts
+``fetta model --arch fetta`` (the lowered program's static count) from the emulator, on-chip traffic (unified rows read by IA/IB, multicast
+counted once, plus rows written back), DRAM traffic (the bytes the DMA instructions move, whole beats), re-layouts
 (through the host, with their bytes, and on chip), batch pieces (``gen.compiler.batched``), the MACs
 the TCU performs per useful MAC (lane padding, identity GEMMs, batch-free steps done per half),
 runs and the max. relative error vs the float64 golden model. ``DRAM floor`` is the compulsory
@@ -42,11 +43,12 @@ CAUSES_BEGIN, CAUSES_END = "<!-- relayout-causes:begin -->", "<!-- relayout-caus
 def causes_table(layers, phases, config) -> str:
     """Host re-layouts per layer and phase by cause (compilation only)."""
     from gen.compiler import compile_layer
+    from gen.compiler.dma import hardware_cycles
     from gen.compiler.relayout import RELAYOUT_CAUSES
     from gen.workload.spec import load_spec
 
     keys = list(RELAYOUT_CAUSES)
-    lines = ["| layer | phase | cycles (static timeline) | host re-layouts | on chip | " + " | ".join(keys) + " |",
+    lines = ["| layer | phase | cycles (hardware count) | host re-layouts | on chip | " + " | ".join(keys) + " |",
              "|---|---|---|---|---|" + "---|" * len(keys)]
     total = dict.fromkeys(keys, 0)
     for name in layers:
@@ -54,14 +56,14 @@ def causes_table(layers, phases, config) -> str:
         if spec.format == "dense":
             continue
         for phase in phases:
-            prog = compile_layer(spec, phase, config)
+            prog = compile_layer(spec, phase, config, dram="dma")   # as `fetta run` compiles it
             unknown = set(prog.relayout_causes) - set(keys)
             if unknown or sum(prog.relayout_causes.values()) != prog.relayouts:
                 raise SystemExit(f"{spec.name} {phase}: causes {prog.relayout_causes} do not add up to "
                                  f"{prog.relayouts} host re-layouts")
             for k, n in prog.relayout_causes.items():
                 total[k] += n
-            lines.append(f"| {spec.name} | {phase} | {prog.timeline(config).cycles} | {prog.relayouts} | "
+            lines.append(f"| {spec.name} | {phase} | {hardware_cycles(prog, config)} | {prog.relayouts} | "
                          f"{prog.onchip_relayouts} | "
                          + " | ".join(str(prog.relayout_causes.get(k, "")) for k in keys) + " |")
             print(lines[-1], flush=True)
@@ -85,14 +87,15 @@ def measure(spec, phase, config):
     from gen.design.control import issue_cycles
     from gen.design.isa import Geometry, Opcode, exec_cycles
     from gen.design.timing import dram_bytes_per_cycle, program_cycles, transfer_cycles
-    from gen.toolflow.execute import execute
+    from gen.compiler.dma import hardware_timeline, lower_dma
+    from gen.toolflow.dmarun import execute_dma
     from sim.golden import compute, random_inputs
 
     t0 = time.perf_counter()
-    prog = compile_layer(spec, phase, config)
-    model = prog.timeline(config)              # what `fetta model --arch fetta` reports
+    prog = compile_layer(spec, phase, config, dram="dma")   # as `fetta run` compiles it
+    model = hardware_timeline(prog, config)                   # what `fetta model --arch fetta` reports
     inputs = random_inputs(spec, 0)
-    ex = execute(prog, inputs, config)
+    ex = execute_dma(lower_dma(prog, config), inputs, config)
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     gold = compute(spec, inputs, phases=phases)
     err = max(float(np.max(np.abs(ex.results[k] - g)) / np.max(np.abs(g))) for k, g in gold.items())
@@ -107,7 +110,7 @@ def measure(spec, phase, config):
         for run in prog.runs)
     return dict(floor=floor, bound=bound, cycles=ex.cycles, compute=ex.compute_cycles, stall=ex.dram_stall_cycles, macs=prog.macs,
                 util=prog.macs / (ex.cycles * config.macs), cutil=prog.macs / (ex.compute_cycles * config.macs),
-                onchip=prog.onchip_bytes, dram=prog.dram_bytes, relayouts=prog.relayouts,
+                onchip=prog.onchip_bytes, dram=ex.timeline.dram_bytes, relayouts=prog.relayouts,
                 relayout_bytes=prog.relayout_bytes, onchip_relayouts=prog.onchip_relayouts, pieces=prog.pieces,
                 padded=prog.padded_macs / prog.macs, runs=len(prog.runs), err=err, transposes=prog.transposes,
                 dataflows=", ".join(f"{k} {v}" for k, v in sorted(prog.dataflows().items())),

@@ -113,18 +113,26 @@ def test_a_missing_load_is_caught():
 
 
 def test_cli_dma_json(tmp_path, capsys):
+    """``fetta run`` and ``fetta model`` time a tensorized layer by DMA jobs unless told ``--dram rule``,
+    and report the same cycles, compute cycles and DRAM bytes in either mode."""
     from gen.cli import main
 
     p = tmp_path / "s.json"
     p.write_text(json.dumps(TT))
-    assert main(["run", "--spec", str(p), "--phase", "fp", "--dram", "dma", "--json"]) == 0
+    assert main(["run", "--spec", str(p), "--phase", "fp", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["dram"] == "dma" and res["jobs"] >= res["runs"] + 1
     assert res["cycles"] >= res["compute_cycles"] and res["rule_cycles"] > 0 and res["max_rel_err"] < 0.05
-    # the model reports the cycles the run counted: one timing source in this mode too
-    assert main(["model", "--spec", str(p), "--phase", "fp", "--dram", "dma", "--json"]) == 0
-    model = json.loads(capsys.readouterr().out)
-    assert model["dram"] == "dma" and model["cycles"] == res["cycles"]
+    assert main(["run", "--spec", str(p), "--phase", "fp", "--dram", "rule", "--json"]) == 0
+    rule = json.loads(capsys.readouterr().out)
+    assert rule["dram"] == "rule" and "jobs" not in rule
+    # the model reports the cycles the run counted: one timing source, in both modes
+    for run, flags in ((res, []), (rule, ["--dram", "rule"])):
+        assert main(["model", "--spec", str(p), "--phase", "fp", *flags, "--json"]) == 0
+        model = json.loads(capsys.readouterr().out)
+        assert model["dram"] == run["dram"]
+        for key in ("cycles", "compute_cycles", "dram_stall_cycles", "dram_bytes"):
+            assert model[key] == run[key], key
     assert main(["model", "--spec", str(p), "--phase", "fp", "--dram", "dma", "--analytical"]) == 2
     dense = tmp_path / "d.json"
     dense.write_text(json.dumps({"format": "dense", "in_modes": [8], "out_modes": [8], "batch": 4}))

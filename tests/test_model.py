@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gen.cli import main as fetta_main
 from gen.compiler import compile_layer
+from gen.compiler.dma import hardware_timeline
 from gen.compiler.estimate import model_compiled
 from gen.design.config import FettaConfig
 from gen.compiler.capabilities import ARCHS, capabilities
@@ -113,12 +114,16 @@ def test_cli_model_json(arch):
     spec = load_spec("benchmarks/layers/atis_tt.json")
     # every architecture is a compiled program (its capability set of the one engine)
     assert out["timing"] == "compiled"
+    # by default compiled as `fetta run` compiles it and timed by the lowered program's own count
+    assert out["dram"] == "dma"
     caps = capabilities(arch)
-    prog = caps.compile(spec, "train", FettaConfig())
-    assert out["macs"] == prog.macs and out["cycles"] == prog.timeline(caps.config(FettaConfig())).cycles
+    prog = caps.compile(spec, "train", FettaConfig(), dram="dma")
+    hw = hardware_timeline(prog, caps.config(FettaConfig()))
+    assert out["macs"] == prog.macs and out["cycles"] == hw.cycles and out["dram_bytes"] == hw.dram_bytes
+    assert out["compute_cycles"] == hw.compute_cycles
     assert out["relayouts"] == prog.relayouts and out["onchip_relayouts"] == prog.onchip_relayouts
     if arch == "fetta":    # train reuses FP / BP intermediates in WG
-        assert out["macs"] == compile_layer(spec, "train", FettaConfig()).macs
+        assert out["macs"] == compile_layer(spec, "train", FettaConfig(), dram="dma").macs
         assert out["macs"] < sum(search_network(n, 1)[0].macs for n in phase_networks(spec, "train"))
 
 

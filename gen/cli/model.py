@@ -2,9 +2,11 @@
 
 Every architecture is the compiled program (:func:`gen.compiler.estimate.model_compiled`) of its
 capability set (:mod:`gen.compiler.capabilities`: ``fetta``, the baselines ``sigma``, ``treta``,
-``tpu``, ``tpu-offchip`` and the ablations of FETTA): its static instruction timing, which the
-emulator and the RTL reproduce, plus the DRAM transfers by the rule of :mod:`gen.design.timing` -
-the same cycles ``fetta run`` reports for ``fetta``. ``--analytical`` (fetta only) gives the
+``tpu``, ``tpu-offchip`` and the ablations of FETTA), lowered to runs that move their own data by
+DMA instructions (:mod:`gen.compiler.dma`) and timed by the controller's own count, which the
+emulator and the RTL reproduce cycle for cycle - the same cycles ``fetta run`` reports for
+``fetta``. ``--dram rule`` gives the compiler's faster estimate instead: the program's static
+instruction timing plus the DRAM transfers by the rule of :mod:`gen.design.timing`. ``--analytical`` (fetta only) gives the
 per-step estimate (:func:`gen.search.model_phase`) the search's stage 2 ranks paths with. The
 JSON says which in ``timing`` (``compiled`` / ``analytical``); a fetta phase that does not compile
 falls back to the analytical estimate with a warning and ``compile_error``; another architecture's
@@ -40,10 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how the contraction paths are chosen (CSSE; default: the MAC optimum)")
     p.add_argument("--top-k", type=positive_int, default=8, metavar="K", help="stage-1 candidates for --metric")
     p.add_argument("--steps", action="store_true", help="include the per-step mappings in the JSON")
-    p.add_argument("--dram", default="rule", choices=("rule", "dma"),
-                   help="compiled timing: the DRAM rule (default), or the program lowered to runs that move "
-                        "their own data by DMA instructions, chosen and timed by the controller's own count "
-                        "(fetta run --dram dma's cycles; docs/compiler.md \"DMA lowering\")")
+    p.add_argument("--dram", choices=("rule", "dma"),
+                   help="compiled timing: dma (default): the program lowered to runs that move their own data by DMA "
+                        "instructions, chosen and timed by the controller's own count (fetta run's cycles; "
+                        "docs/compiler.md \"DMA lowering\"); rule: the compiler's DRAM rule")
     p.add_argument("--analytical", action="store_true",
                    help="fetta: the per-step analytical estimate (the search's stage 2) instead of the compiled program")
     add_config_arguments(p)
@@ -53,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     config = config_from_args(args)
-    if args.analytical and args.dram != "rule":
+    if args.analytical and args.dram is not None:
         raise UsageError("--dram applies to the compiled program, not the analytical estimate", field="--dram")
     if args.analytical and args.arch != "fetta":
         raise UsageError("--analytical is the search's per-step estimate of fetta; every architecture is timed "
@@ -68,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.analytical:
         try:
             res, timing = model_compiled(spec, args.phase, config, paths, arch=args.arch, path=args.path,
-                                         dram=args.dram), "compiled"
+                                         dram=args.dram or "dma"), "compiled"
         except CompileError as exc:
             if args.arch != "fetta" or args.path not in (None, "optimal"):
                 raise
@@ -79,8 +81,8 @@ def main(args: argparse.Namespace) -> int:
         res = model_phase(spec, args.phase, config, paths)
     out = {"spec": spec.name, "format": spec.format, "phase": args.phase, "arch": args.arch, "timing": timing,
            **res.summary(), **({"compile_error": error} if error else {})}
-    if timing == "compiled" and args.dram == "dma":
-        out["dram"] = "dma"
+    if timing == "compiled":
+        out["dram"] = args.dram or "dma"
     if res.program is not None:
         prog = res.program
         out.update(relayouts=prog.relayouts, onchip_relayouts=prog.onchip_relayouts, transposes=prog.transposes,

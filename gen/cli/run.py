@@ -53,11 +53,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relayout", default="auto", choices=RELAYOUT_POLICIES,
                    help="tensorized formats: re-lay out tensors on chip (identity GEMM), through the host, or "
                         "whichever is estimated faster (default auto)")
-    p.add_argument("--dram", default="rule", choices=DRAM_MODES,
-                   help="tensorized formats: rule (default): the host writes each run's operands and reads its "
-                        "results, DRAM time by the rule of gen/design/timing.py; dma: the compiler emits DMA "
-                        "instructions, the runs move their own data and the compiler chooses its variants by that "
-                        "count: the cycles are the controller's own (docs/compiler.md \"DMA lowering\")")
+    p.add_argument("--dram", choices=DRAM_MODES,
+                   help="tensorized formats: dma (default): the compiler emits DMA instructions, the runs move their "
+                        "own data and the compiler chooses its variants by that count: the cycles are the "
+                        "controller's own, as the RTL runs them (docs/compiler.md \"DMA lowering\"); rule: the host "
+                        "writes each run's operands and reads its results, DRAM time added by the rule of "
+                        "gen/design/timing.py (the compiler's fast estimate; docs/compiler.md compares the two)")
     p.add_argument("--path", default="optimal", choices=PATHS,
                    help="tensorized formats: contraction order, the CSSE's (default optimal) or a fixed one "
                         "(btt, ette, left, right, tetrix: gen/search/baselines.py; a fixed order skips the training-aware "
@@ -82,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
     if spec.format != "dense":
         return run_compiled(args, spec, config, inputs, source, trace)
     for opt, given_ in (("--pieces", args.pieces is not None), ("--relayout", args.relayout != "auto"),
-                        ("--path", args.path != "optimal"), ("--dram", args.dram != "rule")):
+                        ("--path", args.path != "optimal"), ("--dram", args.dram is not None)):
         if given_:
             raise UsageError("--pieces, --relayout, --path and --dram apply to tensorized formats (the dense GEMM tiler "
                              "has its own passes)", field=opt)
@@ -126,7 +127,7 @@ def run_compiled(args, spec, config, inputs, source: dict, trace=None) -> int:
     came from (``file`` and its ``keys``, ``seed`` for the rest); ``trace``: the checked ``--trace`` file."""
     t0 = time.perf_counter()
     prog, ex, rtl = run_compiled_layer(spec, args.phase, config, inputs, args.sim, show_progress=not args.json,
-                                       trace=trace, dram=args.dram,
+                                       trace=trace, dram=args.dram or "dma",
                                        pieces=args.pieces, relayout=args.relayout,
                                        paths=named_paths(spec, args.phase, args.path),
                                        reuse=args.path == "optimal")
@@ -151,8 +152,9 @@ def run_compiled(args, spec, config, inputs, source: dict, trace=None) -> int:
               "seconds": round(seconds, 3)}
     if rtl is not None:
         result["rtl_equal"] = rtl
-    if args.dram == "dma":
-        result.update(dram="dma", jobs=ex.runs, rule_cycles=prog.timeline(config).cycles)
+    result["dram"] = args.dram or "dma"
+    if result["dram"] == "dma":
+        result.update(jobs=ex.runs, rule_cycles=prog.timeline(config).cycles)
     if trace is not None:
         result["traces"] = [str(trace)]
     if args.json:

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from gen.compiler.layout import Layout, ceil_to
 from gen.compiler.program import CompileError, Program, Run
 from gen.design.config import FettaConfig
-from gen.design.control import Clock
-from gen.design.timing import program_cycles
+from gen.design.control import Clock, dma_cycles
+from gen.design.timing import Timeline, program_cycles
 from gen.design.isa import BOUND_BITS, OVERHEAD, Geometry, Instr, Opcode, dma_load, dma_store, halt
 
 
@@ -205,15 +205,29 @@ def lower_dma(prog: Program, config: FettaConfig) -> DmaProgram:
     return DmaProgram(prog, jobs, top)
 
 
-def hardware_cycles(prog: Program, config: FettaConfig) -> int:
-    """End-to-end cycles of ``prog`` lowered to DMA jobs: the sum of the jobs' static cycle counts
-    (:func:`gen.design.timing.program_cycles`, which the emulator and the RTL reproduce), kept on
-    the program per configuration (a compiler comparing variants asks more than once)."""
-    memo = prog.__dict__.setdefault("_hardware_cycles", {})
+def hardware_timeline(prog: Program, config: FettaConfig) -> Timeline:
+    """``prog`` lowered to DMA jobs, timed: ``cycles`` the sum of the jobs' static cycle counts
+    (:func:`gen.design.timing.program_cycles`, which the emulator and the RTL reproduce),
+    ``compute_cycles`` those of the runs without their DMA instructions, ``dram_cycles`` the DMA
+    engine's busy cycles, ``dram_bytes`` the bytes the DMA instructions move (whole beats). Kept on
+    the program per configuration (a compiler comparing variants asks more than once);
+    :func:`gen.toolflow.dmarun.execute_dma` checks that the emulator's timeline equals it."""
+    memo = prog.__dict__.setdefault("_hardware_timeline", {})
     key = repr(config)
     if key not in memo:
-        memo[key] = sum(program_cycles(job.program, config) for job in lower_dma(prog, config).jobs)
+        geo = Geometry.of(config)
+        jobs = lower_dma(prog, config).jobs
+        dmas = [ins for job in jobs for ins in job.program if ins.opcode == Opcode.DMA and ins.K]
+        memo[key] = Timeline(cycles=sum(program_cycles(job.program, config) for job in jobs),
+                             compute_cycles=sum(program_cycles(run.words, config) for run in prog.runs),
+                             dram_cycles=sum(dma_cycles(ins, geo) for ins in dmas),
+                             dram_bytes=sum(ins.K for ins in dmas) * geo.dma_bytes)
     return memo[key]
+
+
+def hardware_cycles(prog: Program, config: FettaConfig) -> int:
+    """End-to-end cycles of ``prog`` lowered to DMA jobs (:func:`hardware_timeline`)."""
+    return hardware_timeline(prog, config).cycles
 
 
 def dma_room(geo: Geometry) -> int:
@@ -337,4 +351,4 @@ def _cycles(body: list[Instr], todo: list[Instr], pos: list[int], geo: Geometry)
     return c + 1
 
 
-__all__ = ["Transfer", "Job", "DmaProgram", "lower_dma", "hardware_cycles", "dma_room"]
+__all__ = ["hardware_timeline", "Transfer", "Job", "DmaProgram", "lower_dma", "hardware_cycles", "dma_room"]

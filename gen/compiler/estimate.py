@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gen.compiler.capabilities import capabilities
-from gen.compiler.dma import hardware_cycles
+from gen.compiler.dma import hardware_timeline
 from gen.compiler.program import Program
 from gen.design.config import FettaConfig
 from gen.design.isa import Geometry, Opcode, gemm_macs, loads, out_rows, stationary, vector_rows
@@ -80,22 +80,19 @@ def model_compiled(spec, phase: str, config: FettaConfig | None = None, paths=No
     Distribution / reduction network accesses are charged the capability set's ``dist_scale`` /
     ``red_scale`` (SIGMA's Benes network: 2x; none on TRETA and the TPU). ``dram="dma"``: compiled
     choosing by, and timed by, the program lowered to runs that move their own data
-    (:func:`gen.compiler.dma.hardware_cycles`, ``fetta run --dram dma``'s cycles) instead of the DRAM
-    rule."""
+    (:func:`gen.compiler.dma.hardware_timeline`: ``fetta run``'s cycles, compute cycles and DRAM bytes)
+    instead of the DRAM rule."""
     config = config or FettaConfig()
     caps = capabilities(arch)
     if path is not None:
         caps = replace(caps, path=path)
     design = caps.config(config)
     prog = caps.compile(spec, phase, config, paths, dram=dram)
-    t = prog.timeline(design)
-    if dram == "dma":
-        hw = hardware_cycles(prog, design)
-        t = replace(t, cycles=hw)
+    t = hardware_timeline(prog, design) if dram == "dma" else prog.timeline(design)
     acc = program_accesses(prog, design)
     scale = {"dist": caps.dist_scale, "red": caps.red_scale}
     energy = sum(acc[k] * ENERGY_PJ[k] * scale.get(k, 1.0) for k in acc) \
-        + prog.dram_bytes * ENERGY_PJ["dram_byte"] + t.cycles * ENERGY_PJ["static"]
+        + t.dram_bytes * ENERGY_PJ["dram_byte"] + t.cycles * ENERGY_PJ["static"]
     res = ModelResult(cycles=t.cycles, macs=prog.macs, dram_bytes=t.dram_bytes, sram_accesses=acc["sram"],
                       energy_pj=energy, freq_mhz=config.freq_mhz, compute_cycles=t.compute_cycles,
                       dram_stall_cycles=t.dram_stall_cycles, program=prog, _pes=design.macs)

@@ -6,14 +6,16 @@ Steps, each reported on one line:
    16 CEs of 4x4 bf16 PEs, 16 banks) to ``build/demo/fetta.v``;
 2. check the golden model of the ATIS attention layer (``examples/atis_tt.json``)
    against an independent rebuild of the full weight;
-3. compile that layer's training step (``fp`` + ``bp`` + ``wg``) to instructions and run it
-   on the RTL of the default accelerator in Verilator: every row read back and every
-   run's cycle count must equal the instruction-level emulator's, and the results must be
-   within the bf16 / FP32 error bound of the float64 golden model;
-4. run the same program with its runs moving their own data by ``DMA`` instructions through the
-   AXI4 port (:mod:`gen.compiler.dma`; the bench's DRAM at the configured bandwidth): every job's
-   cycles, and every byte the DMA stores write, equal the emulator's, the results equal step 3's bit
-   for bit, and the cycles are the hardware's own count (beside the DRAM rule's estimate).
+3. compile that layer's training step (``fp`` + ``bp`` + ``wg``) to instructions as ``fetta run``
+   does (its runs move their own data by ``DMA`` instructions through the AXI4 port,
+   :mod:`gen.compiler.dma`) and run it on the RTL of the default accelerator in Verilator with the
+   bench's DRAM paced at the configured bandwidth: every job's cycles, and every byte the DMA
+   stores write, must equal the instruction-level emulator's, and the results must be within the
+   bf16 / FP32 error bound of the float64 golden model; the cycles are the hardware's own count;
+4. run the same program with the host writing each run's operands and reading its results
+   through the host port (``fetta run --dram rule``): every row read back and every run's
+   cycles equal the emulator's, the compute cycles are step 3's, the results equal step 3's bit
+   for bit, and the line shows the DRAM rule's estimate beside step 3's count.
 
 Options: ``--sim icarus|verilator`` (default verilator), ``--config F.toml`` for the
 simulated design (default ``configs/default.toml``; ``configs/demo.toml`` is a 4-CE design
@@ -32,11 +34,10 @@ import numpy as np
 import opt_einsum
 
 import hdl
-from gen.compiler.dma import lower_dma
 from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Geometry
 from gen.errors import FettaError
-from gen.toolflow.dmarun import execute_dma, rtl_check_dma
+from gen.toolflow.execute import execute, rtl_check
 from gen.toolflow.run import max_rel_err, phases_of, run_compiled_layer, run_dense
 from gen.workload.network import core_operands, physical_modes
 from gen.workload.spec import load_spec
@@ -89,8 +90,8 @@ def run_on_accelerator(config, sim: str = "verilator", spec_path: str = "example
             np.array_equal(rtl["results"][k].view(np.uint32), emu["results"][k].view(np.uint32)) for k in emu["results"])
         results, cycles, macs, busy = rtl["results"], rtl["cycles"], rtl["macs"], rtl["compute_cycles"]
     else:
-        # rtl_check raises ExecutionError (a FettaError) on any difference
-        prog, ex, exact = run_compiled_layer(spec, phase, config, inputs, sim)
+        # rtl_check_dma raises ExecutionError (a FettaError) on any difference
+        prog, ex, exact = run_compiled_layer(spec, phase, config, inputs, sim, dram="dma")
         results, cycles, macs, busy = ex.results, ex.cycles, prog.macs, ex.compute_cycles
     rel = max_rel_err(results, ref)
     print(f"[run]     {spec.name} {phase} ({'+'.join(phases)}) on {sim}, {config.num_ces} CEs / {config.macs} MACs: "
@@ -99,29 +100,29 @@ def run_on_accelerator(config, sim: str = "verilator", spec_path: str = "example
           f"max rel. error vs golden {rel:.2e}, "
           f"RTL vs emulator {'bit- and cycle-exact' if exact else 'DIFFERS'} ({time.perf_counter() - t0:.0f} s)")
     if spec.format != "dense":
-        exact = run_dma(prog, ex, config, inputs, sim) and exact
+        geo = Geometry.of(config)
+        print(f"          ({ex.runs} jobs moving their own data by DMA instructions, DRAM {config.dram_gbps} GB/s "
+              f"= {geo.dram_num}/{geo.dram_den} beat per cycle: the hardware's own count)")
+        exact = run_host(prog, ex, config, inputs, sim) and exact
     if not exact or rel > 2 ** -7:
         print("error: the accelerator's result is wrong", file=sys.stderr)
         return 1
     return 0
 
 
-def run_dma(prog, ex, config, inputs, sim: str) -> bool:
-    """Step 4 of the module docstring for a compiled ``prog`` already executed as ``ex``; True when
-    the RTL equals the emulator and the results equal ``ex``'s."""
+def run_host(prog, ex, config, inputs, sim: str) -> bool:
+    """Step 4 of the module docstring for a compiled ``prog`` already executed by DMA jobs as ``ex``;
+    True when the RTL equals the emulator and the results equal ``ex``'s."""
     t0 = time.perf_counter()
-    dprog = lower_dma(prog, config)
-    exd = execute_dma(dprog, inputs, config)
-    rtl = rtl_check_dma(exd, config, sim)
-    same = all(np.array_equal(exd.results[k], v) for k, v in ex.results.items())
-    geo = Geometry.of(config)
-    print(f"[dma]     the same program moving its own data ({len(dprog.jobs)} jobs, "
-          f"{sum(j.run is None for j in dprog.jobs)} of them DMA-only; DRAM {config.dram_gbps} GB/s = "
-          f"{geo.dram_num}/{geo.dram_den} beat per cycle): {exd.cycles} cycles, the hardware's own count "
-          f"(the DRAM rule estimated {ex.cycles}), utilization {prog.macs / (exd.cycles * config.macs):.1%}, "
-          f"results {'bit-equal' if same else 'DIFFER'}, RTL vs emulator "
-          f"{'bit- and cycle-exact' if rtl else 'DIFFERS'} ({time.perf_counter() - t0:.0f} s)")
-    return rtl and same
+    exh = execute(prog, inputs, config)
+    rtl = rtl_check(exh, config, sim)
+    same = all(np.array_equal(exh.results[k], v) for k, v in ex.results.items())
+    print(f"[host]    the same program through the host port ({len(prog.runs)} run{'s' * (len(prog.runs) != 1)}; --dram rule): compute "
+          f"{exh.compute_cycles} cycles ({'= step 3' if exh.compute_cycles == ex.compute_cycles else 'DIFFERS'}), "
+          f"{exh.cycles} end to end by the DRAM rule (step 3's count: {ex.cycles}), results "
+          f"{'bit-equal' if same else 'DIFFER'}, RTL vs emulator {'bit- and cycle-exact' if rtl else 'DIFFERS'} "
+          f"({time.perf_counter() - t0:.0f} s)")
+    return rtl and same and exh.compute_cycles == ex.compute_cycles
 
 
 def rebuild_weight(spec, arrays) -> np.ndarray:

@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from gen.compiler.dma import DmaProgram
+from gen.compiler.dma import DmaProgram, hardware_timeline
 from gen.design.config import FettaConfig
 from gen.design.control import dma_cycles
 from gen.design.isa import ErrorCode, Geometry, Opcode, assemble
@@ -90,6 +90,9 @@ def execute_dma(dprog: DmaProgram, inputs: Mapping[str, np.ndarray], config: Fet
     compute = sum(program_cycles(run.words, config) for run in prog.runs)
     timeline = Timeline(cycles=sum(c for c, _ in trace), compute_cycles=compute, dram_cycles=dram_busy,
                         dram_bytes=dram_bytes)
+    if timeline != hardware_timeline(prog, config):
+        raise ExecutionError(f"the jobs' timeline {timeline} differs from the compiler's count "
+                             f"{hardware_timeline(prog, config)}", field="program")
     return DmaExecution(host.results(), timeline, tcu, len(dprog.jobs), trace, jobs,
                         dram_in=dram_in, dram_out=emu.dram.copy(), stored=stored & ~emu.dram_x)
 
