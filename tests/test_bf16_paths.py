@@ -29,7 +29,8 @@ from gen.compiler import compile_layer
 from gen.design.config import FettaConfig
 from gen.toolflow.execute import execute
 from gen.toolflow.run import run_dense
-from gen.workload.network import path_steps, phase_networks
+from gen.compiler.phases import layer_networks
+from gen.workload.network import STACK, path_steps, phase_networks, stacked_value
 from sim.bf16 import round_to_bf16_f32
 from sim.golden import random_inputs
 from tests.strategies import specs
@@ -52,7 +53,7 @@ def ulp_bf16(m: np.ndarray) -> np.ndarray:
 
 def oracle(net, arrays, path):
     """``(value, bound)`` of one network along ``path``, in ``net.output`` order and ``net.result_shape``."""
-    live = {i: (np.asarray(arrays[op.name], np.float64).reshape(net.shape(op)), None)
+    live = {i: (np.asarray(stacked_value(arrays, op.name), np.float64).reshape(net.shape(op)), None)
             for i, op in enumerate(net.inputs)}
     nxt = len(net.inputs)
     out_modes = ()
@@ -90,15 +91,20 @@ def check(spec, phase: str, seed: int) -> None:
         results = execute(prog, inputs, CFG).results
         paths = prog.paths
     want: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for net in phase_networks(spec, phase):
+    # the networks the compiler contracted (block terms stacked into one network)
+    nets = phase_networks(spec, phase) if spec.format == "dense" else layer_networks(spec, phase)
+    for net in nets:
         path = paths.get(net.label, [[0, 1]] if len(net.inputs) == 2 else None)
         assert path is not None, f"no compiled path for {net.label}"
         v, e = oracle(net, inputs, path)
-        if net.target in want:      # block terms are summed on the host in float64
+        if net.target in want:      # block terms of a fixed path are summed on the host in float64
             v0, e0 = want[net.target]
             v, e = v0 + v, e0 + e
         want[net.target] = (v, e)
-    for key, (v, e) in want.items():
+    # a stacked wg result holds the gradients of the terms' cores along its first axis
+    split = [(key, v, e) for target, (vs, es) in want.items()
+             for key, v, e in (zip(target.split(STACK), vs, es) if STACK in target else [(target, vs, es)])]
+    for key, v, e in split:
         got = np.asarray(results[key], np.float64).reshape(v.shape)
         bad = np.abs(got - v) > e
         assert not bad.any(), (f"{key}: {int(bad.sum())} of {bad.size} elements outside the bound, e.g. got "

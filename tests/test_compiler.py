@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from gen.compiler import CompileError, Layout, compile_layer
 from gen.compiler.relayout import RELAYOUT_CAUSES
+from gen.compiler.phases import NEAR
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Flag, Opcode
@@ -299,7 +300,11 @@ def test_dataflow_switch_replaces_relayouts(fmt):
     assert all(i.mode == 0 or i.K == 1 or i.o_sk > 0 for i in gemms)
     assert prog.relayouts + prog.onchip_relayouts < os_only.relayouts + os_only.onchip_relayouts, fmt
     best = compile_layer(spec, "train", DEFAULT, pieces=1, views=False)
-    assert best.timeline(DEFAULT).cycles <= min(p.timeline(DEFAULT).cycles for p in (prog, os_only))
+    # _best: within NEAR of the fastest end to end, the fewest DRAM bytes
+    fastest = min((prog, os_only), key=lambda p: p.timeline(DEFAULT).cycles)
+    assert best.timeline(DEFAULT).cycles <= (1 + NEAR) * fastest.timeline(DEFAULT).cycles
+    assert best.timeline(DEFAULT).cycles <= fastest.timeline(DEFAULT).cycles or \
+        best.dram_bytes < fastest.dram_bytes
 
 
 @pytest.mark.sim
@@ -351,7 +356,7 @@ def test_rtl_onchip_relayout_icarus():
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("fmt,phase", [("bt", "fp"), ("tucker", "bp"), ("bt", "train")])
+@pytest.mark.parametrize("fmt,phase", [("bt", "fp"), ("tucker", "bp"), ("tucker", "train")])
 def test_fused_chunks(fmt, phase):
     """A chunked step runs its pieces through the later steps that keep the chunked mode: results
     within the bound, the intermediates of those steps never leave the chip (fewer DRAM bytes than

@@ -10,7 +10,8 @@ import opt_einsum
 import pytest
 from hypothesis import given
 
-from gen.workload.network import greedy_path, path_macs, path_steps, phase_networks
+from gen.workload.network import (TERM, greedy_path, path_macs, path_steps, phase_networks, stack_terms,
+                                  stacked_value, unstack_results)
 from gen.workload.spec import parse_spec
 from sim.golden import contract, random_inputs
 
@@ -83,3 +84,38 @@ def test_greedy_is_not_worse_than_left_to_right_on_atis():
     ltr = [[0, 1]] + [[n + k, k + 2] for k in range(n - 2)]
     assert path_macs(fp, greedy_path(fp)) <= path_macs(fp, ltr)
     assert math.prod(fp.sizes.values()) > path_macs(fp, greedy_path(fp))
+
+
+@given(specs(max_mode=3, max_rank=3))
+def test_stacked_terms_equal_the_terms(spec):
+    """:func:`stack_terms` (what the compiler contracts): a block-term layer's terms as one network per
+    target or core position, cores stacked along ``term``. Contracted by opt_einsum (float64), the
+    stacked fp / bp result is the sum of the terms' and the stacked wg result holds each term's
+    gradient; the MACs of the MAC-optimal paths are not more than the separate terms'; every other
+    layer is returned unchanged."""
+    from gen.search.csse import best_path
+
+    arrays = random_inputs(spec, 0)
+    for phase in ("fp", "bp", "wg"):
+        nets = phase_networks(spec, phase)
+        stacked = stack_terms(nets)
+        if spec.format != "bt" or spec.blocks == 1:
+            assert stacked == nets
+            continue
+        assert len(stacked) == len(nets) // spec.blocks
+        assert all(TERM in n.sizes and n.terms == 1 for n in stacked)
+        want: dict[str, np.ndarray] = {}
+        for net in nets:
+            v = opt_einsum.contract(net.einsum_expr(), *[arrays[op.name].astype(np.float64).reshape(net.shape(op))
+                                                         for op in net.inputs]).reshape(net.result_shape)
+            want[net.target] = want.get(net.target, 0) + v
+        got = {}
+        for net in stacked:
+            v = opt_einsum.contract(net.einsum_expr(), *[np.asarray(stacked_value(arrays, op.name), np.float64)
+                                                         .reshape(net.shape(op)) for op in net.inputs])
+            got[net.target] = v.reshape(net.result_shape)
+        got = unstack_results(got)
+        assert got.keys() == want.keys()
+        for k, v in want.items():
+            np.testing.assert_allclose(got[k], v, rtol=1e-12, atol=1e-12 * max(1.0, float(np.max(np.abs(v)))))
+        assert sum(path_macs(n, best_path(n)) for n in stacked) <= sum(path_macs(n, best_path(n)) for n in nets)

@@ -25,7 +25,7 @@ from gen.compiler.program import CompileError, Program
 from gen.design.config import FettaConfig
 from gen.design.isa import Dataflow, Geometry, stationary as stationary_mode
 from gen.search.csse import best_path, search_network
-from gen.workload.network import Network, Operand, path_macs, path_steps, phase_networks
+from gen.workload.network import Network, Operand, path_macs, path_steps, phase_networks, stack_terms
 
 
 class _Policy(NamedTuple):
@@ -38,6 +38,15 @@ class _Policy(NamedTuple):
     stationary: bool = True
     lookahead: int = 3
     share: bool = True
+
+
+def layer_networks(spec, phase: str, paths: Mapping | None = None) -> list[Network]:
+    """The networks the compiler contracts for ``phase`` of ``spec``: :func:`phase_networks` with the
+    block terms stacked into one network (:func:`gen.workload.network.stack_terms`: ``X`` / ``dY``
+    read once for all terms, the sum on chip), unless ``paths`` fixes the order of each term's own
+    network (by its label)."""
+    nets = phase_networks(spec, phase)
+    return stack_terms(nets) if paths is None else nets
 
 
 def default_paths(nets: Sequence[Network]) -> dict[str, list[list[int]]]:
@@ -223,7 +232,7 @@ def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, policy, wh
     """fp / bp in batch pieces network by network (:func:`gen.compiler.pipeline.pipelined_network`)."""
     if phase not in ("fp", "bp"):
         return []
-    nets = [split_modes(net, config.lanes, pad) for net in phase_networks(spec, phase)]
+    nets = [split_modes(net, config.lanes, pad) for net in layer_networks(spec, phase, paths)]
     wanted = PIECES if pieces is None else (pieces,)
     out = []
     for P in [p for p in wanted if all(p in piece_counts(net, (p,)) for net in nets)]:
@@ -317,7 +326,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     piped = 0
     for ph in phases:
         # every network split, with its path (given, or the MAC-optimal path of the real, unpadded one)
-        nets = [(n, split_modes(n, config.lanes, pad)) for n in phase_networks(spec, ph)]
+        nets = [(n, split_modes(n, config.lanes, pad)) for n in layer_networks(spec, ph, paths)]
         nets = [(n, sn, (None if paths is None else paths.get(sn.label)) or best_path(n)) for n, sn in nets]
         for i, (orig, net, path) in enumerate(nets):
             layer.add_inputs(orig, net)
@@ -544,4 +553,4 @@ def fastest_paths(nets: Sequence[Network], config: FettaConfig, top_k: int = 8) 
     return out
 
 
-__all__ = ["compile_layer", "compile_networks", "default_paths", "fastest_paths"]
+__all__ = ["compile_layer", "compile_networks", "default_paths", "fastest_paths", "layer_networks"]

@@ -20,6 +20,7 @@ from gen.design.config import FettaConfig
 from gen.design.isa import ErrorCode
 from gen.design.timing import Timeline
 from gen.errors import FettaError
+from gen.workload.network import stacked_value, unstack_results
 from sim.rtl import run_jobs_rtl, run_plan_rtl
 from sim.emulator import Emulator
 
@@ -127,7 +128,7 @@ class HostStore:
                                  field="derive")
         for name in prog.input_modes:
             if name not in derived:
-                self.load(name, inputs[prog.input_slices.get(name, (name,))[0]])
+                self.load(name, stacked_value(inputs, prog.input_slices.get(name, (name,))[0]))
         self.ops(-1)
 
     def load(self, name: str, value: np.ndarray) -> None:
@@ -162,9 +163,10 @@ class HostStore:
             refuse_unknown(layout.unpack(unknown.astype(np.float32), self.prog.sizes), what)
 
     def results(self) -> dict[str, np.ndarray]:
+        """The program's results by npz key (stacked block-term results split again)."""
         prog = self.prog
-        return {target: _assemble(parts, self.store, prog.result_pieces.get(target, 1))
-                for target, parts in prog.results.items()}
+        return unstack_results({target: _assemble(parts, self.store, prog.result_pieces.get(target, 1))
+                                for target, parts in prog.results.items()})
 
 
 def execute(prog: Program, inputs: Mapping[str, np.ndarray], config: FettaConfig, progress=None,

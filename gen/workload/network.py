@@ -22,7 +22,9 @@ Phases (``shared/INTERFACES.md`` sections 1 and 3):
 ``bt`` with several blocks is a sum of independent terms: ``fp``/``bp`` give one
 network per term (inputs ``X`` or ``dY`` then that term's cores), all with the same
 ``target``; their results are summed. The ``wg`` network of a core holds only the
-cores of its own term (the other terms do not depend on it).
+cores of its own term (the other terms do not depend on it). The compiler contracts the
+terms as one network each (:func:`stack_terms`: the terms' cores stacked along a mode
+``term``); the golden model keeps them apart.
 """
 
 from __future__ import annotations
@@ -195,6 +197,100 @@ def phase_networks(spec: LayerSpec, phase: str) -> list[Network]:
     return nets
 
 
+#: joins the names of the parts of a stacked input or result (``core_0+core_9``, ``dcore_1+dcore_10``)
+STACK = "+"
+#: the mode that indexes the block terms of a stacked network
+TERM = "term"
+
+
+def stack_terms(nets: Sequence[Network]) -> list[Network]:
+    """The block terms of a phase as one network per target (or per core position, ``wg``): the
+    cores of the terms stacked along a new mode :data:`TERM`, which every stacked core holds and the
+    result sums (``fp`` / ``bp``) or keeps (``wg``: the gradients of the stacked cores).
+
+    ``Y = sum_t X x cores_t`` contracts ``X`` with the stacked cores of all terms at once, so a
+    compiled program reads ``X`` (``dY``) once instead of once per term, and the terms' results sum
+    on chip instead of on the host; the MACs are those of the separate terms (``term`` is kept by
+    every step until the last). A stacked input is named by its parts joined with :data:`STACK`
+    (``np.stack`` of them along a first axis, :func:`stacked_value`); a stacked ``wg`` result is
+    split again by :func:`unstack_results`. Networks without several terms, or whose terms differ in
+    core shapes, are returned unchanged."""
+    keys, seen = [], {}
+    for net in nets:
+        if net.phase == "wg":       # the j-th core of each term
+            seen[net.term] = seen.get(net.term, -1) + 1
+            keys.append(("wg", seen[net.term]) if net.target.startswith("d") else None)
+        else:
+            keys.append((net.phase, net.target) if net.terms > 1 else None)
+    groups: dict[tuple, list[Network]] = {}
+    for key, net in zip(keys, nets):
+        if key is not None:
+            groups.setdefault(key, []).append(net)
+    merged = {key: _stacked(group) for key, group in groups.items() if len(group) > 1}
+    out: list[Network] = []
+    for key, net in zip(keys, nets):
+        if merged.get(key) is None:
+            out.append(net)
+        elif net is groups[key][0]:
+            out.append(merged[key])
+    return out
+
+
+def _stacked(group: Sequence[Network]) -> Network | None:
+    """One network for ``group`` (term networks of equal shapes), or None when they do not match."""
+    first = group[0]
+    if len({n.term for n in group}) != len(group) or TERM in first.sizes:
+        return None
+    rename: list[dict[str, str]] = []
+    for net in group:
+        if len(net.inputs) != len(first.inputs) or len(net.output) != len(first.output):
+            return None
+        ren: dict[str, str] = {}
+        for a, b in zip(first.inputs + (Operand("", first.output),), net.inputs + (Operand("", net.output),)):
+            if len(a.modes) != len(b.modes):
+                return None
+            for ma, mb in zip(a.modes, b.modes):
+                if ren.setdefault(mb, ma) != ma or first.sizes[ma] != net.sizes[mb]:
+                    return None
+        if len(set(ren.values())) != len(ren):
+            return None
+        rename.append(ren)
+    shared = [i for i, op in enumerate(first.inputs) if all(n.inputs[i].name == op.name for n in group)]
+    if any([ren[m] for m in n.inputs[i].modes] != list(first.inputs[i].modes)
+           for n, ren in zip(group, rename) for i in shared):
+        return None
+    if any(ren[m] != m for n, ren in zip(group, rename) for i in shared for m in n.inputs[i].modes):
+        return None                     # a shared input must keep its modes in every term
+    inputs = tuple(op if i in shared else Operand(STACK.join(n.inputs[i].name for n in group), (TERM, *op.modes))
+                   for i, op in enumerate(first.inputs))
+    wg = first.phase == "wg"
+    output = (TERM, *first.output) if wg else first.output
+    target = STACK.join(n.target for n in group) if wg else first.target
+    shape = (len(group), *first.result_shape) if wg else first.result_shape
+    return Network(phase=first.phase, target=target, inputs=inputs, output=output,
+                   sizes={**first.sizes, TERM: len(group)}, result_shape=shape, term=0, terms=1)
+
+
+def stacked_value(arrays: Mapping[str, "object"], name: str):
+    """The array of input ``name``: ``arrays[name]``, or the stack of its parts (:data:`STACK`)."""
+    import numpy as np
+
+    if STACK not in name:
+        return arrays[name]
+    return np.stack([np.asarray(arrays[part]) for part in name.split(STACK)])
+
+
+def unstack_results(results: Mapping[str, "object"]) -> dict[str, "object"]:
+    """``results`` with every stacked result (:func:`stack_terms`) split into its parts."""
+    out = {}
+    for name, value in results.items():
+        if STACK in name:
+            out.update(zip(name.split(STACK), value))
+        else:
+            out[name] = value
+    return out
+
+
 # --------------------------------------------------------------------------------
 # Pairwise contraction paths (SSA form, as opt_einsum)
 # --------------------------------------------------------------------------------
@@ -288,5 +384,6 @@ def greedy_path(net: Network) -> list[list[int]]:
     return path
 
 
-__all__ = ["PHASES", "Operand", "Network", "Step", "core_operands", "phase_networks", "physical_modes",
+__all__ = ["PHASES", "STACK", "TERM", "Operand", "Network", "Step", "core_operands", "phase_networks",
+           "physical_modes", "stack_terms", "stacked_value", "unstack_results",
            "path_steps", "path_macs", "greedy_path"]
