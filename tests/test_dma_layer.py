@@ -31,6 +31,7 @@ SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, i
 #: a 128-bit DMA port: 2 rows per beat, bursts of 4, 2 in flight
 NARROW = SMALL.replace(dma_data_bits=128, dma_burst=4, dma_outstanding=2, dram_latency=6, imem_depth=64)
 TT = {"format": "tt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 4, "batch": 8}
+BT = {"format": "bt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 3, "blocks": 2, "batch": 8}
 
 
 def lowered(spec, phase, config, **kw):
@@ -140,14 +141,18 @@ def test_cli_dma_json(tmp_path, capsys):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("phase, config, kw", [("train", SMALL, {}), ("fp", NARROW, {"pieces": 4})])
-def test_rtl_icarus(phase, config, kw):
+@pytest.mark.parametrize("phase, config, kw, layer", [("train", SMALL, {}, TT), ("fp", NARROW, {"pieces": 4}, TT),
+                                                      ("wg", SMALL, {}, BT)])
+def test_rtl_icarus(phase, config, kw, layer):
     """RTL (Icarus) == emulator on DMA jobs: every job's cycles and error, and every byte the stores
-    wrote to the bench's AXI4 RAM (a 256-bit port, and a 128-bit one with gaps between bursts)."""
-    spec = parse_spec(dict(TT, batch=16) if kw else TT)
+    wrote to the bench's AXI4 RAM (a 256-bit port, and a 128-bit one with gaps between bursts; a
+    block-term layer's stacked networks, whose stacked core gradients the host splits)."""
+    spec = parse_spec(dict(layer, batch=16) if kw else layer)
     for ph in (["fp", "bp", "wg"] if phase == "train" else [phase]):
-        _, _, ex = lowered(spec, ph, config, **kw)
+        prog, _, ex = lowered(spec, ph, config, **kw)
         assert ex.stored.any()
+        if spec.format == "bt":
+            assert all("+" in name for name in prog.results)       # every network stacked
         assert rtl_check_dma(ex, config, "icarus")
 
 
