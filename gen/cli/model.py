@@ -6,9 +6,10 @@ capability set (:mod:`gen.compiler.capabilities`: ``fetta``, the baselines ``sig
 DMA instructions (:mod:`gen.compiler.dma`) and timed by the controller's own count, which the
 emulator and the RTL reproduce cycle for cycle - the same cycles ``fetta run`` reports for
 ``fetta``. ``--dram rule`` gives the compiler's faster estimate instead: the program's static
-instruction timing plus the DRAM transfers by the rule of :mod:`gen.design.timing`. ``--analytical`` (fetta only) gives the
-per-step estimate (:func:`gen.search.model_phase`) the search's stage 2 ranks paths with. The
-JSON says which in ``timing`` (``compiled`` / ``analytical``); a fetta phase that does not compile
+instruction timing plus the DRAM transfers by the rule of :mod:`gen.design.timing`.
+``--analytical`` (fetta only) gives the per-step estimate (:func:`gen.search.model_phase`) the
+search's stage 2 ranks paths with. The JSON says which in ``timing`` (``compiled`` /
+``analytical``) and, when compiled, how DRAM was timed in ``dram``; a fetta phase that does not compile
 falls back to the analytical estimate with a warning and ``compile_error``; another architecture's
 is an error (exit 2).
 """

@@ -117,7 +117,8 @@ def run_host(prog, ex, config, inputs, sim: str) -> bool:
     exh = execute(prog, inputs, config)
     rtl = rtl_check(exh, config, sim)
     same = all(np.array_equal(exh.results[k], v) for k, v in ex.results.items())
-    print(f"[host]    the same program through the host port ({len(prog.runs)} run{'s' * (len(prog.runs) != 1)}; --dram rule): compute "
+    runs = f"{len(prog.runs)} run{'s' * (len(prog.runs) != 1)}"
+    print(f"[host]    the same program through the host port ({runs}; --dram rule): compute "
           f"{exh.compute_cycles} cycles ({'= step 3' if exh.compute_cycles == ex.compute_cycles else 'DIFFERS'}), "
           f"{exh.cycles} end to end by the DRAM rule (step 3's count: {ex.cycles}), results "
           f"{'bit-equal' if same else 'DIFFER'}, RTL vs emulator {'bit- and cycle-exact' if rtl else 'DIFFERS'} "
