@@ -138,6 +138,12 @@ def test_cli_dma_json(tmp_path, capsys):
     dense = tmp_path / "d.json"
     dense.write_text(json.dumps({"format": "dense", "in_modes": [8], "out_modes": [8], "batch": 4}))
     assert main(["run", "--spec", str(dense), "--dram", "dma"]) == 2
+    # a dense layer runs through the host port with the DRAM rule: the model says the same by default
+    assert main(["run", "--spec", str(dense), "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert main(["model", "--spec", str(dense), "--phase", "fp", "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)
+    assert model["dram"] == "rule" and model["cycles"] == run["cycles"]
 
 
 @pytest.mark.sim
