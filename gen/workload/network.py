@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from gen.errors import SpecError
 from gen.workload.spec import LayerSpec
@@ -219,7 +221,7 @@ def stack_terms(nets: Sequence[Network]) -> list[Network]:
     for net in nets:
         if net.phase == "wg":       # the j-th core of each term
             seen[net.term] = seen.get(net.term, -1) + 1
-            keys.append(("wg", seen[net.term]) if net.target.startswith("d") else None)
+            keys.append(("wg", seen[net.term]))
         else:
             keys.append((net.phase, net.target) if net.terms > 1 else None)
     groups: dict[tuple, list[Network]] = {}
@@ -256,11 +258,8 @@ def _stacked(group: Sequence[Network]) -> Network | None:
             return None
         rename.append(ren)
     shared = [i for i, op in enumerate(first.inputs) if all(n.inputs[i].name == op.name for n in group)]
-    if any([ren[m] for m in n.inputs[i].modes] != list(first.inputs[i].modes)
-           for n, ren in zip(group, rename) for i in shared):
-        return None
     if any(ren[m] != m for n, ren in zip(group, rename) for i in shared for m in n.inputs[i].modes):
-        return None                     # a shared input must keep its modes in every term
+        return None                     # a shared input (X, dY) must keep its modes in every term
     inputs = tuple(op if i in shared else Operand(STACK.join(n.inputs[i].name for n in group), (TERM, *op.modes))
                    for i, op in enumerate(first.inputs))
     wg = first.phase == "wg"
@@ -271,16 +270,14 @@ def _stacked(group: Sequence[Network]) -> Network | None:
                    sizes={**first.sizes, TERM: len(group)}, result_shape=shape, term=0, terms=1)
 
 
-def stacked_value(arrays: Mapping[str, "object"], name: str):
+def stacked_value(arrays: Mapping[str, Any], name: str) -> Any:
     """The array of input ``name``: ``arrays[name]``, or the stack of its parts (:data:`STACK`)."""
-    import numpy as np
-
     if STACK not in name:
         return arrays[name]
     return np.stack([np.asarray(arrays[part]) for part in name.split(STACK)])
 
 
-def unstack_results(results: Mapping[str, "object"]) -> dict[str, "object"]:
+def unstack_results(results: Mapping[str, Any]) -> dict[str, Any]:
     """``results`` with every stacked result (:func:`stack_terms`) split into its parts."""
     out = {}
     for name, value in results.items():
