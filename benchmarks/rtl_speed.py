@@ -60,27 +60,20 @@ def run_gemm_rtl(config, sim, plan, cycles, text):
     return rtl_cycles, stats["sim_cycles"], dt
 
 
-def atis_workload(config):
+def atis_workload(config, dram: str):
+    """The ATIS TT training step compiled and executed on the emulator: through the host port
+    (``dram="rule"``) or as DMA jobs (``"dma"``, as ``fetta run`` runs it)."""
     from gen.compiler import compile_layer
+    from gen.compiler.dma import lower_dma
+    from gen.toolflow.dmarun import execute_dma
     from gen.toolflow.execute import execute
     from gen.workload.spec import load_spec
     from sim.golden import random_inputs
 
     spec = load_spec(Path(__file__).resolve().parent.parent / "examples" / "atis_tt.json")
-    prog = compile_layer(spec, "train", config)
-    return execute(prog, random_inputs(spec, 1), config)
-
-
-def atis_dma_workload(config):
-    from gen.compiler import compile_layer
-    from gen.compiler.dma import lower_dma
-    from gen.toolflow.dmarun import execute_dma
-    from gen.workload.spec import load_spec
-    from sim.golden import random_inputs
-
-    spec = load_spec(Path(__file__).resolve().parent.parent / "examples" / "atis_tt.json")
-    prog = compile_layer(spec, "train", config, dram="dma")
-    return execute_dma(lower_dma(prog, config), random_inputs(spec, 1), config)
+    prog = compile_layer(spec, "train", config, dram=dram)
+    inputs = random_inputs(spec, 1)
+    return execute_dma(lower_dma(prog, config), inputs, config) if dram == "dma" else execute(prog, inputs, config)
 
 
 def run_atis_rtl(config, sim, ex):
@@ -110,7 +103,7 @@ def main(argv=None) -> int:
     config = FettaConfig()
     text = elaborate("fetta", config)
     plan, gemm_cycles = gemm_workload(config)
-    atis, atis_dma = atis_workload(config), atis_dma_workload(config)
+    atis, atis_dma = atis_workload(config, "rule"), atis_workload(config, "dma")
     rows = []
     for sim in args.sims:
         for threads in (args.threads if sim == "verilator" else [1]):

@@ -135,6 +135,14 @@ def test_cli_dma_json(tmp_path, capsys):
         for key in ("cycles", "compute_cycles", "dram_stall_cycles", "dram_bytes"):
             assert model[key] == run[key], key
     assert main(["model", "--spec", str(p), "--phase", "fp", "--dram", "dma", "--analytical"]) == 2
+    # odd sizes: the DMA moves whole beats, more bytes than the host port's rows (688 -> 736 here)
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"format": "tt", "in_modes": [3, 5], "out_modes": [5, 3], "ranks": 3, "batch": 3}))
+    assert main(["run", "--spec", str(odd), "--phase", "fp", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert main(["model", "--spec", str(odd), "--phase", "fp", "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)
+    assert run["dram_bytes"] == model["dram_bytes"] and run["cycles"] == model["cycles"]
     dense = tmp_path / "d.json"
     dense.write_text(json.dumps({"format": "dense", "in_modes": [8], "out_modes": [8], "batch": 4}))
     assert main(["run", "--spec", str(dense), "--dram", "dma"]) == 2

@@ -147,7 +147,7 @@ def run_compiled(args, spec, config, inputs, source: dict, trace=None) -> int:
               "onchip_relayouts": prog.onchip_relayouts, "pieces": prog.pieces,
               "compute_cycles": ex.compute_cycles, "dram_stall_cycles": ex.dram_stall_cycles,
               "onchip_bytes": prog.onchip_bytes,
-              "dram_bytes": prog.dram_bytes, "dataflows": prog.dataflows(), "transposes": prog.transposes,
+              "dram_bytes": ex.timeline.dram_bytes, "dataflows": prog.dataflows(), "transposes": prog.transposes,
               "paths": prog.paths, "reused": prog.reused,
               "seconds": round(seconds, 3)}
     if rtl is not None:

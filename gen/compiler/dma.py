@@ -205,23 +205,27 @@ def lower_dma(prog: Program, config: FettaConfig) -> DmaProgram:
     return DmaProgram(prog, jobs, top)
 
 
-def hardware_timeline(prog: Program, config: FettaConfig) -> Timeline:
-    """``prog`` lowered to DMA jobs, timed: ``cycles`` the sum of the jobs' static cycle counts
+def dma_timeline(dprog: DmaProgram, config: FettaConfig) -> Timeline:
+    """The jobs of ``dprog``, timed: ``cycles`` the sum of their static cycle counts
     (:func:`gen.design.timing.program_cycles`, which the emulator and the RTL reproduce),
-    ``compute_cycles`` those of the runs without their DMA instructions, ``dram_cycles`` the DMA
-    engine's busy cycles, ``dram_bytes`` the bytes the DMA instructions move (whole beats). Kept on
-    the program per configuration (a compiler comparing variants asks more than once);
-    :func:`gen.toolflow.dmarun.execute_dma` checks that the emulator's timeline equals it."""
+    ``compute_cycles`` those of the source program's runs without DMA instructions, ``dram_cycles``
+    the DMA engine's busy cycles, ``dram_bytes`` the bytes the DMA instructions move (whole beats)."""
+    geo = Geometry.of(config)
+    dmas = [ins for job in dprog.jobs for ins in job.program if ins.opcode == Opcode.DMA and ins.K]
+    return Timeline(cycles=sum(program_cycles(job.program, config) for job in dprog.jobs),
+                    compute_cycles=sum(program_cycles(run.words, config) for run in dprog.source.runs),
+                    dram_cycles=sum(dma_cycles(ins, geo) for ins in dmas),
+                    dram_bytes=sum(ins.K for ins in dmas) * geo.dma_bytes)
+
+
+def hardware_timeline(prog: Program, config: FettaConfig) -> Timeline:
+    """``prog`` lowered to DMA jobs (:func:`lower_dma`), timed (:func:`dma_timeline`): what the
+    emulator counts for them (:func:`gen.toolflow.dmarun.execute_dma`) and the RTL reproduces. Kept
+    on the program per configuration (a compiler comparing variants asks more than once)."""
     memo = prog.__dict__.setdefault("_hardware_timeline", {})
     key = repr(config)
     if key not in memo:
-        geo = Geometry.of(config)
-        jobs = lower_dma(prog, config).jobs
-        dmas = [ins for job in jobs for ins in job.program if ins.opcode == Opcode.DMA and ins.K]
-        memo[key] = Timeline(cycles=sum(program_cycles(job.program, config) for job in jobs),
-                             compute_cycles=sum(program_cycles(run.words, config) for run in prog.runs),
-                             dram_cycles=sum(dma_cycles(ins, geo) for ins in dmas),
-                             dram_bytes=sum(ins.K for ins in dmas) * geo.dma_bytes)
+        memo[key] = dma_timeline(lower_dma(prog, config), config)
     return memo[key]
 
 
@@ -351,4 +355,4 @@ def _cycles(body: list[Instr], todo: list[Instr], pos: list[int], geo: Geometry)
     return c + 1
 
 
-__all__ = ["hardware_timeline", "Transfer", "Job", "DmaProgram", "lower_dma", "hardware_cycles", "dma_room"]
+__all__ = ["dma_timeline", "hardware_timeline", "Transfer", "Job", "DmaProgram", "lower_dma", "hardware_cycles", "dma_room"]

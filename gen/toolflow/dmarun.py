@@ -20,11 +20,10 @@ from typing import Mapping
 
 import numpy as np
 
-from gen.compiler.dma import DmaProgram, hardware_timeline
+from gen.compiler.dma import DmaProgram, dma_timeline
 from gen.design.config import FettaConfig
-from gen.design.control import dma_cycles
-from gen.design.isa import ErrorCode, Geometry, Opcode, assemble
-from gen.design.timing import Timeline, program_cycles
+from gen.design.isa import ErrorCode, Geometry, assemble
+from gen.design.timing import program_cycles
 from gen.toolflow.execute import Derive, Execution, ExecutionError, HostStore, replay
 from sim.emulator import DRAM_BYTES, Emulator
 
@@ -50,7 +49,7 @@ def execute_dma(dprog: DmaProgram, inputs: Mapping[str, np.ndarray], config: Fet
     host = HostStore(prog, inputs, derive)
     pending = {i: len(run.reads) for i, run in enumerate(prog.runs)}
     ran, next_ops = set(), 0
-    trace, jobs, tcu, dram_busy, dram_bytes = [], [], 0, 0, 0
+    trace, jobs, tcu = [], [], 0
     for k, job in enumerate(dprog.jobs):
         for t in job.transfers:
             if t.load and t.host_packed:
@@ -63,10 +62,6 @@ def execute_dma(dprog: DmaProgram, inputs: Mapping[str, np.ndarray], config: Fet
         if r.error != ErrorCode.NONE:
             raise ExecutionError(f"job {k} (run {job.run}) stopped with {r.error.name} at pc {r.pc}", field="program")
         tcu += r.macs
-        for ins in job.program:
-            if ins.opcode == Opcode.DMA and ins.K:
-                dram_busy += dma_cycles(ins, geo)
-                dram_bytes += ins.K * geo.dma_bytes
         if job.run is not None:
             ran.add(job.run)
         for t in job.transfers:
@@ -87,12 +82,8 @@ def execute_dma(dprog: DmaProgram, inputs: Mapping[str, np.ndarray], config: Fet
         raise ExecutionError("emulator cycles differ from the static timing of the jobs", field="program")
     if next_ops != len(prog.runs):
         raise ExecutionError(f"the host operations after run {next_ops} never ran", field="program")
-    compute = sum(program_cycles(run.words, config) for run in prog.runs)
-    timeline = Timeline(cycles=sum(c for c, _ in trace), compute_cycles=compute, dram_cycles=dram_busy,
-                        dram_bytes=dram_bytes)
-    if timeline != hardware_timeline(prog, config):
-        raise ExecutionError(f"the jobs' timeline {timeline} differs from the compiler's count "
-                             f"{hardware_timeline(prog, config)}", field="program")
+    # every job's cycles equal its static count (checked above): the compiler's and the model's timeline
+    timeline = dma_timeline(dprog, config)
     return DmaExecution(host.results(), timeline, tcu, len(dprog.jobs), trace, jobs,
                         dram_in=dram_in, dram_out=emu.dram.copy(), stored=stored & ~emu.dram_x)
 
