@@ -181,6 +181,43 @@ def test_aligned_layout(ext, pad_a, align):
     assert np.count_nonzero(lay.pack(arr, modes)) == arr.size
 
 
+@settings(max_examples=60, deadline=None)
+@given(ext=st.lists(st.integers(1, 13), min_size=2, max_size=4), lane=st.integers(5, 14),
+       below=st.integers(0, 3), align=st.sampled_from([0, 4, 16]))
+def test_layout_lane_blocks_above_row_modes(ext, lane, below, align):
+    """A lane of several blocks with ``below`` row modes under its blocks: those modes keep the
+    lowest strides (nested as row-major over the order), the blocks sit right above them, every
+    value has its own row and lane, and pack / unpack round-trip; ``below=0`` is the plain layout,
+    whose index (the general path) is the reshape pack uses."""
+    below = min(below, len(ext))
+    modes = tuple("abcd"[:len(ext)]) + ("l",)
+    sizes = dict(zip(modes, ext + [lane]))
+    lay = Layout.make(modes, sizes, 4, align=align, below=below)
+    plain = Layout.make(modes, sizes, 4, align=align)
+    compact = Layout.make(modes, sizes, 4, below=below)
+    assert lay.below == below and lay.ext == plain.ext
+    assert compact.rows == Layout.make(modes, sizes, 4).rows <= lay.rows
+    # row-major over the order with the lane's blocks moved up: each stride spans the finer level
+    order = list(range(len(ext) - below)) + [len(ext)] + list(range(len(ext) - below, len(ext)))
+    span = [lay.ext[i] // 4 if i == len(ext) else lay.ext[i] for i in order]
+    strides = [lay.rstride[i] for i in order]
+    assert strides[-1] == 1, lay
+    assert all(a >= b * e for a, b, e in zip(strides, strides[1:], span[1:])), lay
+    assert [compact.rstride[i] for i in order] == [math.prod(span[k + 1:]) for k in range(len(order))]
+    row, col = lay._index()
+    flat = np.broadcast_to(row * 4 + col, lay.ext).ravel()
+    assert len(set(flat.tolist())) == flat.size and flat.max() < lay.rows * 4
+    arr = np.arange(math.prod(ext) * lane, dtype=np.float32).reshape(ext + [lane]) + 1
+    rows = lay.pack(arr, modes)
+    assert np.array_equal(lay.unpack(rows, sizes), arr) and np.count_nonzero(rows) == arr.size
+    prow, pcol = plain._index()
+    got = np.zeros((plain.rows, 4), np.float32)
+    full = np.zeros(plain.ext, np.float32)
+    full[tuple(slice(0, s) for s in arr.shape)] = arr
+    got[prow, pcol] = full
+    assert np.array_equal(got, plain.pack(arr, modes))
+
+
 @pytest.mark.parametrize("fmt", ["tt", "ttm", "ht"])
 def test_aligned_layouts_emulator(fmt):
     """The aligned-layout variant (``align=True``) computes the same layers within the bound."""
@@ -255,13 +292,14 @@ def test_relayouts_counted():
             onchip += prog.onchip_relayouts
             # on chip wherever the TCU can: the test specs then need no host re-layout at all
             forced = compile_layer(parse_spec(spec), phase, config, pieces=1, relayout="onchip")
-            assert forced.relayouts == 0 and forced.onchip_relayouts >= prog.onchip_relayouts
+            # (a program of other options than ``prog``'s: the counts on chip need not compare)
+            assert forced.relayouts == 0 and (forced.onchip_relayouts > 0 or not prog.relayouts)
     assert onchip > 0
 
 
 def test_best_prefers_fewer_dram_bytes_when_near():
-    """compile_layer keeps, of the programs within NEAR of the fastest end to end, the one moving the
-    fewest DRAM bytes; one slower than that band never wins on bytes."""
+    """compile_layer keeps, of the programs within NEAR of the fastest end to end, the one with the
+    fewest host re-layouts, then moving the fewest DRAM bytes; one slower than that band never wins."""
     from types import SimpleNamespace
 
     from gen.compiler.phases import NEAR, _best
@@ -275,10 +313,34 @@ def test_best_prefers_fewer_dram_bytes_when_near():
     far = prog(int(10_000 * (1 + NEAR)) + 1, 100_000)
     assert _best([fast, near, far], DEFAULT) is near
     assert _best([fast, far], DEFAULT) is fast
-    # equal bytes: the fewer cycles, then the fewer host re-layouts
+    # host re-layouts first: a near program without them wins over one with fewer bytes
     same = prog(10_100, 250_000)
-    assert _best([same, fast], DEFAULT) is fast
-    assert _best([prog(10_000, 250_000, relayouts=1), prog(10_000, 250_000)], DEFAULT).relayouts == 0
+    assert _best([same, fast], DEFAULT) is same
+    assert _best([prog(10_000, 240_000, relayouts=1), same], DEFAULT) is same
+    # equal re-layouts and bytes: the fewer cycles
+    assert _best([prog(10_100, 250_000, relayouts=32), fast], DEFAULT) is fast
+
+
+@pytest.mark.parametrize("fmt", ["tt", "ttm", "tr"])
+def test_k_split_in_wg_networks_only(fmt):
+    """``k_split="wg"`` (a retry of :func:`compile_layer` for train): the FP / BP networks split no
+    contracted mode over the CE grid, the WG networks may; the results stay within the bound of the
+    float64 golden model."""
+    from gen.compiler.phases import _compile_layer, _Policy
+
+    spec = parse_spec(dict(SPECS[fmt], batch=16))
+    prog = _compile_layer(spec, "train", DEFAULT, None, True, False, False, policy=_Policy(k_split="wg"))
+    fpbp = [s for s in prog.steps if not s.network.startswith("d") or s.network == "dX"]
+    wg = [s for s in prog.steps if s.network.startswith("dcore")]
+    assert fpbp and wg and all(s.grid[2] == 1 for s in fpbp)
+    assert any(s.grid[2] > 1 for s in wg), [s.grid for s in wg]
+    inputs = random_inputs(spec, 0)
+    ex = execute(prog, inputs, DEFAULT)
+    gold = compute(spec, inputs, phases=["fp", "bp", "wg"])
+    bnd = bound(spec, inputs, ["fp", "bp", "wg"], prog)
+    assert set(ex.results) == set(gold)
+    for k, ref in gold.items():
+        assert np.all(np.abs(ex.results[k] - ref) <= bnd[k] + 1e-30), k
 
 
 STATIONARY = ("WS", "IS", "WS_H", "IS_H")
@@ -325,13 +387,14 @@ def test_batch_pieces(fmt, phase):
     """A phase run in batch pieces (gen.compiler.batched): results within the bound (carried weight
     gradients accumulate all pieces), the useful MACs of the whole batch, pieces on both halves."""
     spec = parse_spec(dict(SPECS[fmt], batch=16))
-    whole = compile_layer(spec, phase, DEFAULT, pieces=1)
     for P in (2, 4):
         try:
             prog, _ = check_layer(spec, phase, DEFAULT, pieces=P)
         except CompileError:
             continue          # a piece that does not compile into one segment
-        # useful MACs: the whole batch's (never more), and the TCU does at least them
+        # useful MACs: the whole batch's on the same paths (WG networks sharing intermediates or not:
+        # never more), and the TCU does at least them
+        whole = compile_layer(spec, phase, DEFAULT, pieces=1, share=prog.variant["share"])
         assert prog.pieces == P and prog.macs <= whole.macs and prog.padded_macs >= prog.macs
         assert {r.half for r in prog.runs} == {0, 1}
         return

@@ -170,6 +170,42 @@ def test_rtl_icarus(phase, config, kw, layer):
         assert rtl_check_dma(ex, config, "icarus")
 
 
+#: rank 5 on 4 lanes: lane modes of two blocks, and an input too large for a half of SMALL
+TR5 = {"format": "tr", "in_modes": [6, 4], "out_modes": [5, 2], "ranks": 5, "batch": 8}
+
+
+@pytest.mark.sim
+def test_rtl_icarus_lane_blocks_and_interleaved_partial_sums(monkeypatch):
+    """A tensor-ring layer of rank 5: lanes of two blocks laid out above the modes the CE grid splits
+    (``Layout.make(below=...)``), and a step chunked over contracted modes whose free-loop indices'
+    partial sums interleave in the accumulation unit at their result offsets
+    (``gen.compiler.mapping.instantiate(acc_stride=None)``): the DMA jobs compute what the host port
+    does bit for bit, within the float64 golden model's bound, and the RTL (Icarus) equals the
+    emulator job for job."""
+    import gen.compiler.chunk as chunk
+    from sim.golden import compute
+    from tests.test_compiler import bound
+
+    strides = []
+    real = chunk.instantiate
+
+    def spy(*args, **kw):
+        strides.append(kw.get("acc_stride", 0))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(chunk, "instantiate", spy)
+    spec = parse_spec(TR5)
+    prog, _, ex = lowered(spec, "fp", SMALL, dram="dma")
+    assert None in strides, "no step interleaved its partial sums"
+    assert any(w.layout.below for r in prog.runs for w in r.writes), "no lane's blocks above split modes"
+    inputs = random_inputs(spec, 3)
+    gold = compute(spec, inputs, phases=["fp"])
+    bnd = bound(spec, inputs, ["fp"], prog)
+    for key, ref in gold.items():
+        assert np.all(np.abs(ex.results[key] - ref) <= bnd[key] + 1e-30), key
+    assert rtl_check_dma(ex, SMALL, "icarus")
+
+
 def test_compiler_chooses_by_the_hardware_count():
     """``compile_layer(dram="dma")`` keeps the variant the DMA jobs run fastest (within the 2 % band in
     which the fewest DRAM bytes win), never one slower than the rule's choice lowered."""

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 from gen.compiler.allocate import Tensor, addr_of
 from gen.compiler.layout import ceil_to
-from gen.compiler.mapping import acc_span, free_instrs, instantiate
+from gen.compiler.mapping import acc_rows, acc_span, free_instrs, instantiate
 from gen.compiler.program import CompileError, StepRecord, gemm_dataflows, gemm_transposes
 
 
@@ -254,7 +254,8 @@ class Chunking:
         range of every cut mode), zero-padded to whole pieces, so that every piece is the same step:
         piece 0 is planned, every piece runs its instructions at the same addresses, the later ones
         adding to the accumulation unit (``ACC``; each free-loop index keeps its own accumulation
-        rows, :func:`gen.compiler.mapping.acc_span`). The last piece's write-back leaves the result
+        rows, :func:`gen.compiler.mapping.acc_span` apart, or interleaved at their result offsets
+        where only that fits: :meth:`_accum_mapping`). The last piece's write-back leaves the result
         on chip like any step's. None when no mapping keeps its partial sums in the accumulation unit."""
         sizes = self.sizes
         names = {m: f"{m}#{piece}" for m, piece in cuts}   # one name per cut: the pieces are one step
@@ -311,24 +312,32 @@ class Chunking:
 
     def _accum_mapping(self, As: Tensor, Bs: Tensor, keep: set[str]):
         """Place piece 0 of :meth:`accumulated` (slices ``As``, ``Bs``): the fastest plan and mapping
-        whose results of all free-loop indices fit the accumulation unit side by side, as
-        ``(plan, mapping, accumulation stride, (X row, Y row, result row))``; None if there is none."""
+        whose results of all free-loop indices fit the accumulation unit, as ``(plan, mapping,
+        accumulation stride, (X row, Y row, result row))``; None if there is none. The indices' rows
+        sit side by side (``acc_span`` apart), or, where that does not fit, at their result offsets
+        (stride None): a free loop over lane blocks or other low result rows interleaves with the
+        others in no more rows than the result has (UCF TR-14 fp: a rank-5 lane of two blocks, whose
+        16-CE mapping needed 9,568 rows side by side and 4,800 interleaved, of 8,192)."""
         for _, plan in self.planner.scored_plans(As, Bs, keep, None):
             need = [o.rows for o in (plan.xo, plan.yo) if o is not None]
             if not self.mem.fits(need, [plan.lo.rows]):
                 continue
             for mp in plan.mappings:
-                stride = acc_span(mp, self.geo) if free_instrs(mp) > 1 else 0
-                if free_instrs(mp) * max(stride, 1) > self.plan_geo.accum_rows:
-                    continue
-                mark, modes = self.mem.mark(), (As.modes, Bs.modes)
-                self.prepare(plan.X, plan.alpha, plan.xo)
-                self.prepare(plan.Y, plan.beta, plan.yo)
-                addrs = (addr_of(plan.X), addr_of(plan.Y), self.mem.alloc(plan.lo.rows))
-                if instantiate(mp, *addrs, self.geo, acc_stride=stride) is not None:
-                    return plan, mp, stride, addrs
-                self.mem.rollback(mark)
-                As.modes, Bs.modes = modes
+                # the free-loop indices' partial sums side by side (``acc_span`` apart), or interleaved
+                # at their result offsets where that is what fits (lane blocks of a long lane)
+                strides = [acc_span(mp, self.geo) if free_instrs(mp) > 1 else 0] + \
+                    ([None] if free_instrs(mp) > 1 else [])
+                for stride in strides:
+                    if acc_rows(mp, self.geo, stride) > self.plan_geo.accum_rows:
+                        continue
+                    mark, modes = self.mem.mark(), (As.modes, Bs.modes)
+                    self.prepare(plan.X, plan.alpha, plan.xo)
+                    self.prepare(plan.Y, plan.beta, plan.yo)
+                    addrs = (addr_of(plan.X), addr_of(plan.Y), self.mem.alloc(plan.lo.rows))
+                    if instantiate(mp, *addrs, self.geo, acc_stride=stride) is not None:
+                        return plan, mp, stride, addrs
+                    self.mem.rollback(mark)
+                    As.modes, Bs.modes = modes
         return None
 
     def _slice(self, t: Tensor, m: str, pm: str, lo: int, hi: int) -> Tensor:

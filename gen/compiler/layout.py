@@ -29,14 +29,18 @@ class Layout:
     """Storage of one tensor in unified memory: ``modes`` in order, the last is the lane mode.
 
     ``ext`` are the logical (padded) extents the loops walk; the row strides may be larger
-    (``align``, see :meth:`make`): ``sext`` are the storage extents they imply."""
+    (``align``, see :meth:`make`): ``sext`` are the storage extents they imply. A lane mode of
+    several blocks has its blocks innermost (block stride 1) unless ``below`` row modes (the last
+    ones of ``modes[:-1]``) sit below them (:meth:`make`)."""
 
     modes: tuple[str, ...]
     ext: tuple[int, ...]        # padded extents (lane and A-lane modes padded to ``lanes``)
     rstride: tuple[int, ...]    # row stride per mode (lane: per block of ``lanes`` values)
     rows: int
     lanes: int
-    sext: tuple[int, ...] = ()  # storage extents (>= ext; the lane's in values)
+    sext: tuple[int, ...] = ()  # storage extents (>= ext; the lane's in values); lane blocks innermost only
+    #: row modes (the last of ``modes[:-1]``) whose strides are below the lane's block stride
+    below: int = 0
 
     @property
     def lane(self) -> str:
@@ -47,23 +51,50 @@ class Layout:
 
     @staticmethod
     def make(modes: Sequence[str], sizes: Mapping[str, int], lanes: int, padded: Sequence[str] = (),
-             align: int = 0) -> "Layout":
+             align: int = 0, below: int = 0) -> "Layout":
         """Row-major layout of ``modes``. With ``align`` (= ``banks``) every row stride is rounded
         up to a power of two below ``align`` or to a multiple of ``align``: then any loop can be
         split over CEs with its stride as the spatial offset while all coarser strides stay
-        multiples of the offsets' span (the XOR / bank rule of :func:`gen.design.isa.check`)."""
+        multiples of the offsets' span (the XOR / bank rule of :func:`gen.design.isa.check`).
+
+        ``below``: the lane's blocks (a lane mode longer than ``lanes``) sit above the last ``below``
+        row modes instead of innermost, so that those modes keep the lowest row strides (the spatial
+        offsets of a CE-grid split must be the low bank bits, and every other stride a multiple of
+        their span: blocks of stride 1 break that). Ignored for a lane of one block."""
         modes = tuple(modes)
         ext = tuple(ceil_to(sizes[m], lanes) if (m == modes[-1] or m in padded) else sizes[m] for m in modes)
-        strides = [0] * len(modes)
+        n = len(modes)
+        below = below if ext[-1] > lanes else 0
+        if not 0 <= below < n:
+            raise ValueError(f"below={below} needs that many row modes above the lane ({modes})")
+        # the row loops from outermost to innermost: mode indices, the lane's blocks (n - 1) among them
+        seq = list(range(n - 1 - below)) + [n - 1] + list(range(n - 1 - below, n - 1))
+        strides = [0] * n
         step = 1
-        for i in reversed(range(len(modes))):
+        for pos in reversed(range(n)):
+            i = seq[pos]
             strides[i] = step
-            step *= ext[i] // lanes if i == len(modes) - 1 else ext[i]
-            if align and i:
+            step *= ext[i] // lanes if i == n - 1 else ext[i]
+            if align and pos:
                 step = (1 << (step - 1).bit_length()) if step < align else ceil_to(step, align)
-        sext = tuple((step if i == 0 else strides[i - 1]) // strides[i] * (lanes if i == len(modes) - 1 else 1)
-                     for i in range(len(modes)))
-        return Layout(modes, ext, tuple(strides), step, lanes, sext)
+        if below:
+            sext = ext     # storage extents describe lane-innermost layouts only (pack / unpack index)
+        else:
+            sext = tuple((step if i == 0 else strides[i - 1]) // strides[i] * (lanes if i == n - 1 else 1)
+                         for i in range(n))
+        return Layout(modes, ext, tuple(strides), step, lanes, sext, below)
+
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
+        """Row and lane of every value of the padded extents ``ext`` (broadcast arrays)."""
+        n = len(self.modes)
+        row = np.zeros((1,) * n, np.int64)
+        for i, (e, st) in enumerate(zip(self.ext, self.rstride)):
+            ax = np.arange(e, dtype=np.int64)
+            if i == n - 1:
+                ax = ax // self.lanes
+            row = row + (ax * st).reshape([-1 if j == i else 1 for j in range(n)])
+        col = (np.arange(self.ext[-1]) % self.lanes).reshape([1] * (n - 1) + [-1])
+        return row, col
 
     def pack(self, arr: np.ndarray, arr_modes: Sequence[str]) -> np.ndarray:
         """Values ``arr`` (axes ``arr_modes``) -> rows ``[rows, lanes]`` (zeros in the padding)."""
@@ -74,6 +105,13 @@ class Layout:
                 arr = arr[..., None]
                 src.append(m)
         arr = np.transpose(arr, [src.index(m) for m in self.modes])
+        if self.below:
+            full = np.zeros(self.ext, np.float32)
+            full[tuple(slice(0, s) for s in arr.shape)] = arr
+            out = np.zeros((self.rows, self.lanes), np.float32)
+            row, col = self._index()
+            out[row, col] = full
+            return out
         full = np.zeros(self.sext, np.float32)
         full[tuple(slice(0, s) for s in arr.shape)] = arr
         # rows: row-major over modes, lane blocked
@@ -82,6 +120,10 @@ class Layout:
 
     def unpack(self, rows: np.ndarray, sizes: Mapping[str, int]) -> np.ndarray:
         """Rows -> values with axes ``self.modes`` (padding dropped)."""
+        if self.below:
+            row, col = self._index()
+            full = np.asarray(rows).reshape(self.rows, self.lanes)[row, col]
+            return full[tuple(slice(0, sizes[m]) for m in self.modes)]
         full = np.asarray(rows).reshape(self.sext)
         return full[tuple(slice(0, sizes[m]) for m in self.modes)]
 

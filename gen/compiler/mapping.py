@@ -316,14 +316,25 @@ def free_instrs(mp: Mapping_) -> int:
     return math.prod(lp.trip for lp in mp.free_unroll)
 
 
-def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry, acc_stride: int = 0,
+def acc_rows(mp: Mapping_, geo: Geometry, acc_stride: int | None) -> int:
+    """Accumulation-unit rows the instructions of ``mp`` occupy from ``acc_base`` with ``acc_stride``
+    (:func:`instantiate`)."""
+    if acc_stride is None:
+        return acc_span(mp, geo) + sum((lp.trip - 1) * lp.o for lp in mp.free_unroll)
+    return free_instrs(mp) * max(acc_stride, 1) if free_instrs(mp) > 1 else acc_span(mp, geo)
+
+
+def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry, acc_stride: int | None = 0,
                 carry: bool = False, acc_base: int = 0) -> list[Instr] | None:
     """The instructions of mapping ``mp`` with operands at rows ``a0`` / ``b0`` and the result at
     ``w0``: one per unrolled index (contracted ones chained with ``ACC``, write-back on the last),
     or None when one fails :func:`gen.design.isa.check` (the routing depends on the real banks).
 
     ``acc_stride``: accumulation-unit rows between the free-loop indices' results (0: every index
-    reuses rows from ``acc_base``; :func:`acc_span` keeps them apart, so that they survive the step);
+    reuses rows from ``acc_base``; :func:`acc_span` keeps them apart, so that they survive the step;
+    None: each index at its result's row offset, so that the indices' rows interleave as the
+    result's do in unified memory: distinct rows in no more than the result's span, where a free
+    loop walks lane blocks or other low rows of the result);
     ``carry``: every instruction adds to the accumulation unit (a later piece of a step chunked
     over a contracted mode adds to the partial sums of the earlier pieces)."""
     tmpl = template(mp)
@@ -338,7 +349,7 @@ def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry, acc_stri
             ka = sum(i * lp.a for i, lp in zip(kidx, ku))
             kb = sum(i * lp.b for i, lp in zip(kidx, ku))
             ins = replace(tmpl, a_base=a0 + fa + ka, b_base=b0 + fb + kb, w_base=w0 + fo,
-                          o_base=acc_base + f * acc_stride,
+                          o_base=acc_base + (fo if acc_stride is None else f * acc_stride),
                           flags=int((Flag.ACC if n or carry else 0) | (Flag.WB if n == len(kidxs) - 1 else 0)
                                     | (tmpl.flags & Flag.ACC_L0)))
             if check(ins, geo) != ErrorCode.NONE:
@@ -348,4 +359,4 @@ def instantiate(mp: Mapping_, a0: int, b0: int, w0: int, geo: Geometry, acc_stri
 
 
 __all__ = ["Lp", "Mapping_", "merge_loops", "split_loop", "template", "map_gemm_all", "map_cached", "banks_ok",
-           "instantiate", "acc_span", "free_instrs"]
+           "instantiate", "acc_span", "acc_rows", "free_instrs"]

@@ -34,7 +34,8 @@ class _Policy(NamedTuple):
     and whether WG networks share intermediates (:func:`_share_wg`)."""
 
     relayout: str = "auto"
-    k_split: bool = True
+    #: True / False, or ``"wg"``: only the WG networks of a train phase split contracted modes
+    k_split: bool | str = True
     stationary: bool = True
     lookahead: int = 3
     share: bool = True
@@ -108,7 +109,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     where that saves MACs (:func:`_share_wg`; with ``reuse``); ``None`` compiles with and without
     (fewer MACs need not be fewer cycles) and keeps the fewer cycles end to end.
     Where options compete, "the fewer cycles" means :func:`_best`: within :data:`NEAR` (2 %) of the
-    fastest end to end, the fewest DRAM bytes. ``dram``: the end-to-end count the final choice is made
+    fastest end to end, the fewest host re-layouts, then the fewest DRAM bytes. ``dram``: the end-to-end count the final choice is made
     by: ``"rule"`` (:meth:`Program.timeline`, the DRAM rule of :mod:`gen.design.timing`) or ``"dma"``
     (:func:`gen.compiler.dma.hardware_cycles`: the program lowered to runs that move their own data,
     the controller's own count).
@@ -140,15 +141,20 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     # The planner decides step by step (one step of lookahead over the consumer); over a whole layer
     # its choices can lose. The winner's options once more with a wider lookahead and without cross-CE
     # splits (ATIS TTM embedding fp: 3,722 GEMMs with them, 216 without), and, where it re-lays out
-    # through the host, with every re-layout on chip (the planner weighs each one's identity GEMM
-    # against its DRAM round trip alone; end to end the GEMM can cost nothing, ATIS TT wg); :func:`_best`
+    # through the host, with every re-layout on chip at both lookaheads (the planner weighs each one's
+    # identity GEMM against its DRAM round trip alone; end to end the GEMM can cost nothing: ATIS TT wg,
+    # UCF TR-14 wg 350,459 cycles with none through the host against 352,089 with 11); :func:`_best`
     # keeps one.
     v = best.variant
     retries = [_Policy(relayout, k_split, v["stationary"], WIDE_LOOKAHEAD)]
     if k_split:
         retries.append(_Policy(relayout, False, v["stationary"]))
+    if k_split and phase == "train":
+        # the FP / BP networks without cross-CE splits, the WG ones with them (ATIS TTM embedding train:
+        # its dcore_0 first step 230,550 cycles on 8 CEs without, 115,350 on 16 with)
+        retries.append(_Policy(relayout, "wg", v["stationary"]))
     if relayout == "auto" and best.relayouts:
-        retries.append(_Policy("onchip", k_split, v["stationary"]))
+        retries += _onchip(k_split, stationary, v)
     runs = [(policy, v["views"]) for policy in retries]
     # An on-chip re-layout (or a view, or a stationary step) chosen step by step can still lose over the
     # whole layer to the plain program: every re-layout through the host, output-stationary, no views
@@ -156,13 +162,37 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     # caller left those choices to the compiler.
     if relayout == "auto" and best.onchip_relayouts and stationary is None and views is None:
         runs += [(_Policy("host", k_split, False, la), False) for la in (_Policy().lookahead, WIDE_LOOKAHEAD)]
+    _retry(progs, runs, v, spec, phase, config, paths, reuse, align)
+    final = _best(progs, config, dram)
+    # a retry's winner that re-lays out through the host: its options once more with every re-layout
+    # on chip (UCF HT wg: the wide lookahead's 168,066 cycles with one, its on-chip twin without)
+    if relayout == "auto" and final.relayouts and final is not best:
+        w = final.variant
+        _retry(progs, [(policy, w["views"]) for policy in _onchip(k_split, stationary, w)], w, spec, phase, config, paths,
+               reuse, align)
+        final = _best(progs, config, dram)
+    return final
+
+
+def _onchip(k_split, stationary, v: Mapping) -> list[_Policy]:
+    """The retries of :func:`compile_layer` with every re-layout on chip, for the options ``v`` of a
+    program that re-lays out through the host: at both lookaheads, with the caller's ``k_split`` and
+    the program's, with the program's dataflow switch and, where the caller left it to the compiler
+    (``stationary`` None), with it on (a stationary step can replace a re-layout: UCF HT wg 168,847
+    cycles on chip with it, against 168,066 with a host re-layout without it)."""
+    sts = dict.fromkeys([v["stationary"]] + ([True] if stationary is None else []))
+    return [_Policy("onchip", ks, st, la) for ks in dict.fromkeys([k_split, v["k_split"]])
+            for st in sts for la in (_Policy().lookahead, WIDE_LOOKAHEAD)]
+
+
+def _retry(progs: list, runs, v: Mapping, spec, phase, config, paths, reuse, align) -> None:
+    """Compile the options ``v`` again under each ``(policy, views)`` of ``runs`` into ``progs``."""
     for policy, vw in runs:
         try:
             progs += _variants(spec, phase, config, paths, reuse, align, v["pad"], v["pieces"],
                                policy._replace(share=v["share"]), v["pieces_by"], vw, v["fuse"])
         except CompileError:
             continue
-    return _best(progs, config, dram)
 
 
 #: programs within this fraction of the fastest end to end count as equally fast (:func:`_best`)
@@ -171,16 +201,17 @@ NEAR = 0.02
 
 def _best(progs: Sequence[Program], config: FettaConfig, dram: str = "rule") -> Program:
     """The program :func:`compile_layer` keeps: of those within :data:`NEAR` of the fewest cycles end
-    to end (by the DRAM rule, or lowered to DMA jobs: ``dram``), the one moving the fewest DRAM bytes,
-    then the fewer cycles, host re-layouts and estimate.
+    to end (by the DRAM rule, or lowered to DMA jobs: ``dram``), the one with the fewest host
+    re-layouts, then moving the fewest DRAM bytes, then the fewer cycles and estimate.
 
     Cycles alone pick a program whose DRAM traffic hides under compute by a few cycles: ATIS TT wg ran
     its 32 host re-layouts (253 KiB of DRAM traffic, 1.6x the energy) to save 1.1 % of its cycles
-    against the program with every re-layout on chip."""
+    against the program with every re-layout on chip. Bytes alone kept UCF HT fp's one host re-layout
+    for 512 bytes less traffic than a program without it (81,844 against 81,389 cycles)."""
     cycles = {id(p): hardware_cycles(p, config) if dram == "dma" else p.timeline(config).cycles for p in progs}
     fastest = min(cycles.values())
     near = [p for p in progs if cycles[id(p)] <= fastest * (1 + NEAR)]
-    return min(near, key=lambda p: (p.dram_bytes, cycles[id(p)], p.relayouts, p.est_cycles))
+    return min(near, key=lambda p: (p.relayouts, p.dram_bytes, cycles[id(p)], p.est_cycles))
 
 
 #: the planner's lookahead (plans weighed with their consumer's best) of :func:`compile_layer`'s retry
@@ -316,7 +347,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
     policy = policy or _Policy()
     comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views, fuse=fuse,
-                    k_split=policy.k_split, stationary=policy.stationary, lookahead=policy.lookahead)
+                    k_split=bool(policy.k_split), stationary=policy.stationary, lookahead=policy.lookahead)
     layer = _Layer(comp, config.lanes, pad)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []
@@ -325,6 +356,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     trees: dict[str, object] = {}
     piped = 0
     for ph in phases:
+        comp.planner.k_split = policy.k_split is True or (policy.k_split == "wg" and ph == "wg")
         # every network split, with its path (given, or the MAC-optimal path of the real, unpadded one)
         nets = [(n, split_modes(n, config.lanes, pad)) for n in layer_networks(spec, ph, paths)]
         nets = [(n, sn, (None if paths is None else paths.get(sn.label)) or best_path(n)) for n, sn in nets]

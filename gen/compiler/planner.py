@@ -7,8 +7,10 @@ their lane modes (``alpha`` / ``beta``; a size-1 *dummy lane* ``_<n>`` for an op
 mode) and the mode orders of host-written operands and of the result: the modes the grid splits sit
 just above the lane (lowest row strides, so that their spatial offsets are the low bank bits), and
 the modes the *next* step contracts just before them (they merge into one address-generator loop
-there). A tensor on chip whose lane cannot serve the plan is re-laid out through the host (a
-penalty in the plan's score).
+there). A lane longer than ``lanes`` (rank 5 on 4 lanes: two blocks) has its blocks at row stride 1,
+which no split mode may share: each plan is also tried with those blocks above the split modes
+(:meth:`Layout.make` ``below``). A tensor on chip whose lane cannot serve the plan is re-laid out
+(a penalty in the plan's score).
 
 The stationary dataflows (:mod:`gen.compiler.stationary`, mixed into :class:`Planner`) read an
 on-chip operand whose lane is a contracted mode as it lies, where OS would need a re-layout.
@@ -354,16 +356,22 @@ class Planner(StationaryPlans):
             (vx, tx), (vy, ty) = self.read_as(X, alpha), self.read_as(Y, beta)
             fixed_x, fixed_y = vx is not None, vy is not None
             tr = (Transpose.A if tx else 0) | (Transpose.B if ty else 0)
-            for ce_order in (True, False):
+            splits = {m for m in (gm_m, gn_m, gk_m) if m is not None}
+            long_lane = any(m is not None and self.sizes.get(m, 0) > self.L for m in (alpha, beta))
+            for ce_order, high in itertools.product((True, False), (False, True) if long_lane and splits else (False,)):
                 xo, yo, oo = self.orders(X, Y, alpha, beta, gm_m, gn_m, gk_m, kmodes, keep_modes, next_info,
                                          ce_order)
-                key = (X.name, alpha, beta, None if fixed_x else xo, None if fixed_y else yo, oo)
+                # ``high``: the blocks of a lane longer than ``lanes`` above the split modes (and the result's
+                # A-lane), which keep the lowest row strides (:meth:`Layout.make` ``below``)
+                bx, by, bo = (self.below(xo, splits), self.below(yo, splits), self.below(oo, splits | {alpha})) \
+                    if high else (0, 0, 0)
+                key = (X.name, alpha, beta, None if fixed_x else (xo, bx), None if fixed_y else (yo, by), oo, bo)
                 if key in seen:
                     continue
                 seen.add(key)
-                la = vx if fixed_x else self.operand_layout(X, xo)
-                lb = vy if fixed_y else self.operand_layout(Y, yo)
-                lo = Layout.make(oo, self.sizes, self.L, padded=(alpha,), align=self.align)
+                la = vx if fixed_x else self.operand_layout(X, xo, below=bx)
+                lb = vy if fixed_y else self.operand_layout(Y, yo, below=by)
+                lo = Layout.make(oo, self.sizes, self.L, padded=(alpha,), align=self.align, below=bo)
                 free, ks = self.loops(la, lb, lo, alpha, beta, keep_modes, kmodes)
                 try:
                     mappings = map_cached(tuple(free), tuple(ks), lo.stride(alpha), self.geo, tr, self.k_split)
@@ -376,13 +384,26 @@ class Planner(StationaryPlans):
         scored.sort(key=lambda c: c[:2])
         return [(c[0], c[2]) for c in scored]
 
-    def operand_layout(self, t: Tensor, order: tuple[str, ...], padded: tuple[str, ...] = ()) -> Layout:
+    def operand_layout(self, t: Tensor, order: tuple[str, ...], padded: tuple[str, ...] = (),
+                       below: int = 0) -> Layout:
         """The layout an operand is written or re-laid out in: ``order``, ``padded`` row modes zero
         padded to whole lanes, and for a tensor on chip (an on-chip re-layout,
         :mod:`gen.compiler.relayout`) its old lane padded too, as the identity GEMM writes it (the
-        loops walk the real extent; the padding is rows only)."""
+        loops walk the real extent; the padding is rows only); ``below``: row modes under the lane's
+        blocks (:meth:`Layout.make`)."""
         pad = (t.layout.lane,) if t.name in self.mem.onchip and t.layout is not None else ()
-        return Layout.make(order, self.sizes, self.L, padded=padded + pad, align=self.align)
+        return Layout.make(order, self.sizes, self.L, padded=padded + pad, align=self.align, below=below)
+
+    @staticmethod
+    def below(order: Sequence[str], inner: set[str]) -> int:
+        """How many of the row modes just above the lane of ``order`` are in ``inner`` (the modes a
+        plan splits over the CE grid, which :meth:`orders` puts there)."""
+        n = 0
+        for m in reversed(order[:-1]):
+            if m not in inner:
+                break
+            n += 1
+        return n
 
     def loops(self, la: Layout, lb: Layout, lo: Layout, alpha: str, beta: str, keep_modes, kmodes):
         """The loops of a step in the layouts of a plan: free (kept) modes and contracted ones."""

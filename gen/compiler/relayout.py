@@ -57,7 +57,7 @@ def _onchip(layout, lane, want, sizes, lanes, align) -> tuple[Layout | None, str
         return None, "long-lane"
     sizes[primed(lane)] = sizes[lane]
     got = Layout.make(tuple(primed(lane) if m == lane else m for m in want.modes), sizes, lanes, padded=(old,),
-                      align=align)
+                      align=align, below=want.below)
     if (got.ext, got.rstride, got.rows) != (want.ext, want.rstride, want.rows):
         return None, "padding"
     return got, None
