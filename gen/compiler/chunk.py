@@ -325,9 +325,7 @@ class Chunking:
             for mp in plan.mappings:
                 # the free-loop indices' partial sums side by side (``acc_span`` apart), or interleaved
                 # at their result offsets where that is what fits (lane blocks of a long lane)
-                strides = [acc_span(mp, self.geo) if free_instrs(mp) > 1 else 0] + \
-                    ([None] if free_instrs(mp) > 1 else [])
-                for stride in strides:
+                for stride in ([acc_span(mp, self.geo), None] if free_instrs(mp) > 1 else [0]):
                     if acc_rows(mp, self.geo, stride) > self.plan_geo.accum_rows:
                         continue
                     mark, modes = self.mem.mark(), (As.modes, Bs.modes)

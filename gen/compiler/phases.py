@@ -168,8 +168,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     # on chip (UCF HT wg: the wide lookahead's 168,066 cycles with one, its on-chip twin without)
     if relayout == "auto" and final.relayouts and final is not best:
         w = final.variant
-        _retry(progs, [(policy, w["views"]) for policy in _onchip(k_split, stationary, w)], w, spec, phase, config, paths,
-               reuse, align)
+        runs = [(policy, w["views"]) for policy in _onchip(k_split, stationary, w)]
+        _retry(progs, runs, w, spec, phase, config, paths, reuse, align)
         final = _best(progs, config, dram)
     return final
 
