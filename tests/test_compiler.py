@@ -424,7 +424,8 @@ def test_fused_chunks(fmt, phase):
     """A chunked step runs its pieces through the later steps that keep the chunked mode: results
     within the bound, the intermediates of those steps never leave the chip (fewer DRAM bytes than
     the same program chunked step by step), the saved ones of ``train`` still read back; the
-    default keeps the faster of the two."""
+    default keeps the one :func:`gen.compiler.phases._best` keeps of the two (within ``NEAR`` of the
+    faster, the fewer host re-layouts, then DRAM bytes)."""
     spec = parse_spec(dict(SPECS[fmt], batch=32))
     # the same WG networks in both (sharing intermediates between them changes what is chunked)
     fused, _ = check_layer(spec, phase, CHUNK, pieces=1, fuse=True, share=False)
@@ -439,7 +440,10 @@ def test_fused_chunks(fmt, phase):
         assert not any(st.roles.split()[0][2:].split("[")[0] in concat for st in on_pieces)
     assert fused.dram_bytes < plain.dram_bytes
     best = compile_layer(spec, phase, CHUNK, pieces=1, share=False)
-    assert best.timeline(CHUNK).cycles == min(p.timeline(CHUNK).cycles for p in (fused, plain))
+    fastest = min(p.timeline(CHUNK).cycles for p in (fused, plain))
+    near = [p for p in (fused, plain) if p.timeline(CHUNK).cycles <= fastest * (1 + NEAR)]
+    assert best.timeline(CHUNK).cycles <= fastest * (1 + NEAR)
+    assert (best.relayouts, best.dram_bytes) == min((p.relayouts, p.dram_bytes) for p in near)
 
 
 def test_rtl_accumulated_chunks_icarus():

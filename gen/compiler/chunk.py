@@ -23,12 +23,15 @@ from gen.compiler.mapping import acc_rows, acc_span, free_instrs, instantiate
 from gen.compiler.program import CompileError, StepRecord, gemm_dataflows, gemm_transposes
 
 
-def est_rows(modes: Sequence[str], sizes: Mapping[str, int], lanes: int) -> int:
-    """Rows of a tensor, every mode padded to ``lanes`` where it could be the lane (upper bound)."""
+def est_rows(modes: Sequence[str], sizes: Mapping[str, int], lanes: int, short_lanes: bool = True) -> int:
+    """Rows of a tensor, every mode padded to ``lanes`` where it could be the lane (upper bound);
+    ``short_lanes=False``: a mode shorter than a lane is not counted as a possible lane where a longer
+    one exists (a chunk piece of one value would otherwise count 4x its rows)."""
     ms = [m for m in modes if not m.startswith("_")]
     if not ms:
         return 1
-    return max(math.prod(sizes[x] for x in ms if x != lane) * -(-sizes[lane] // lanes) for lane in ms) + \
+    cand = ms if short_lanes else [x for x in ms if sizes[x] >= lanes] or ms
+    return max(math.prod(sizes[x] for x in ms if x != lane) * -(-sizes[lane] // lanes) for lane in cand) + \
         math.prod(sizes[x] for x in ms) // lanes   # slack for padding of a second (A-lane) mode
 
 
@@ -59,7 +62,7 @@ def fusable_depth(tail: Sequence[Fusable], m: str) -> int:
 def choose_chunk(a_modes: Sequence[str], b_modes: Sequence[str], out_modes: Sequence[str],
                  sizes: Mapping[str, int], budget: int, lanes: int,
                  candidates: Sequence[str] | None = None,
-                 extra: Sequence[Sequence[str]] = ()) -> tuple[str, int] | None:
+                 extra: Sequence[Sequence[str]] = (), short_lanes: bool = True) -> tuple[str, int] | None:
     """``(mode, piece size)`` to cut a step ``a x b -> out`` into pieces whose estimated rows fit
     ``budget``: the fewest pieces, then the largest mode (when no mode's pieces fit, the mode whose
     pieces come closest: they are cut again); None when no mode can be cut. The modes to cut are
@@ -77,7 +80,7 @@ def choose_chunk(a_modes: Sequence[str], b_modes: Sequence[str], out_modes: Sequ
             piece = -(-sizes[m] // c)
             sz = dict(sizes)
             sz[m] = piece
-            rows = sum(est_rows(t, sz, lanes) for t in (a_modes, b_modes, out_modes, *extra))
+            rows = sum(est_rows(t, sz, lanes, short_lanes) for t in (a_modes, b_modes, out_modes, *extra))
             if rows <= budget or c == sizes[m]:
                 # fewest pieces that fit; among modes, the one that fits with fewest pieces; when no
                 # cut of one mode fits (the pieces are cut again), the one leaving the fewest rows
@@ -147,17 +150,21 @@ class Chunking:
             if t.name in self.mem.onchip and not t.on_host:
                 self.mem.ensure_on_host(t)
         depth = {m: fusable_depth(tail, m) for m in out_modes if sizes[m] >= 2}
+        fallback = None
         for d in range(max(depth.values(), default=0), 0, -1):     # the longest fused chain that fits
             extra = [t for f in tail[:d] for t in (f.other.modes, f.out_modes)]
             ch = choose_chunk(A.modes, B.modes, out_modes, sizes, budget, self.L,
-                              [m for m, dm in depth.items() if dm >= d], extra)
+                              [m for m, dm in depth.items() if dm >= d], extra, short_lanes=False)
             if ch is not None:
                 sz = dict(sizes)
                 sz[ch[0]] = ch[1]
-                alone = sum(est_rows(t, sz, self.L) for t in (A.modes, B.modes, out_modes))
-                # the fused pieces fit, or the step's own pieces do not (they are cut again either way)
-                if alone + sum(est_rows(t, sz, self.L) for t in extra) <= budget or alone > budget:
+                alone = sum(est_rows(t, sz, self.L, False) for t in (A.modes, B.modes, out_modes))
+                if alone + sum(est_rows(t, sz, self.L, False) for t in extra) <= budget:    # the fused pieces fit
                     return self.concatenated(label, s_idx, A, B, keep, out_name, *ch, tail[:d])
+                if fallback is None and sum(est_rows(t, sz, self.L) for t in (A.modes, B.modes, out_modes)) > budget:
+                    fallback = (ch, d)      # the step's own pieces do not fit: they are cut again either way
+        if fallback is not None:
+            return self.concatenated(label, s_idx, A, B, keep, out_name, *fallback[0], tail[:fallback[1]])
         free = choose_chunk(A.modes, B.modes, out_modes, sizes, budget, self.L)
         cuts = choose_cuts(A.modes, B.modes, out_modes, kmodes, sizes, budget, self.L)
         if cuts is not None and (free is None or chunk_rows(A.modes, B.modes, cuts, sizes, self.L)
