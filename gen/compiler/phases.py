@@ -94,9 +94,9 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     time under the 5 min of issue 14).
     ``fuse``: a chunked step runs its pieces through the later steps that keep the chunked mode
     (:meth:`gen.compiler.chunk.Chunking.chunked`); ``False`` chunks every step on its own; ``None``
-    compiles fused and, when that chunks a step, also unfused, and keeps the fewer cycles end to end
-    (fused pieces keep intermediates on chip but can be more pieces: measured both ways in
-    ``docs/compiler.md``).
+    compiles fused and, when that chunks a step, also unfused, each with its batch pieces, and keeps
+    the one :func:`_best` keeps (fused pieces keep intermediates on chip but can be more pieces; a
+    fused program can lose on the whole batch and win in pieces: ``docs/compiler.md``).
     ``k_split=False``: no step splits a contracted mode over the CE grid (the cross-CE sums of the
     reduction network unused: a capability set, :mod:`gen.compiler.capabilities`).
     ``stationary``: the planner may switch a step to a stationary dataflow (``WS`` / ``IS``, vertical or
