@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from gen.compiler import CompileError, Layout, compile_layer
 from gen.compiler.relayout import RELAYOUT_CAUSES
-from gen.compiler.phases import NEAR
+from gen.compiler.phases import NEAR, _best
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Flag, Opcode
@@ -302,8 +302,6 @@ def test_best_prefers_fewer_dram_bytes_when_near():
     fewest host re-layouts, then moving the fewest DRAM bytes; one slower than that band never wins."""
     from types import SimpleNamespace
 
-    from gen.compiler.phases import NEAR, _best
-
     def prog(cycles, dram, relayouts=0):
         tl = SimpleNamespace(cycles=cycles)
         return SimpleNamespace(timeline=lambda config: tl, dram_bytes=dram, relayouts=relayouts, est_cycles=cycles)
@@ -440,10 +438,9 @@ def test_fused_chunks(fmt, phase):
         assert not any(st.roles.split()[0][2:].split("[")[0] in concat for st in on_pieces)
     assert fused.dram_bytes < plain.dram_bytes
     best = compile_layer(spec, phase, CHUNK, pieces=1, share=False)
-    fastest = min(p.timeline(CHUNK).cycles for p in (fused, plain))
-    near = [p for p in (fused, plain) if p.timeline(CHUNK).cycles <= fastest * (1 + NEAR)]
-    assert best.timeline(CHUNK).cycles <= fastest * (1 + NEAR)
-    assert (best.relayouts, best.dram_bytes) == min((p.relayouts, p.dram_bytes) for p in near)
+    want = _best([fused, plain], CHUNK)
+    assert (best.relayouts, best.dram_bytes, best.timeline(CHUNK).cycles) == \
+        (want.relayouts, want.dram_bytes, want.timeline(CHUNK).cycles)
 
 
 def test_rtl_accumulated_chunks_icarus():

@@ -233,16 +233,17 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
         if any(padded_size(sz, config.lanes) != sz for ph in phases for net in phase_networks(spec, ph)
                for sz in net.sizes.values()):
             pads.append(True)
+    # ``fuse=None``: fused, and where that chunks a step also unfused, both on to the batch pieces (UCF BT
+    # fp: the whole batch runs faster unfused, 160,541 cycles against 184,978; two pipelined pieces fused,
+    # 125,010 against 171,268)
     wholes = []
     for pd in pads:
-        fz = fuse is not False
-        wholes.append((pd, fz, _compile_layer(spec, phase, config, paths, reuse, align, pd, policy=policy,
-                                              views=views, fuse=fz)))
-        # chunked: also without fusion, both on to the batch pieces (UCF BT fp: the whole batch runs faster
-        # unfused, 160,541 cycles against 184,978; two pipelined pieces fused, 125,010 against 171,268)
-        if fuse is None and wholes[-1][2].chunked_steps:
-            wholes.append((pd, False, _compile_layer(spec, phase, config, paths, reuse, align, pd, policy=policy,
-                                                     views=views, fuse=False)))
+        for fz in [fuse is not False] + ([False] if fuse is None else []):
+            whole = _compile_layer(spec, phase, config, paths, reuse, align, pd, policy=policy, views=views,
+                                   fuse=fz)
+            wholes.append((pd, fz, whole))
+            if not whole.chunked_steps:
+                break           # nothing chunked: the unfused program is the same
     progs = []
     for pd, fz, whole in wholes:
         whole.variant = dict(pad=pd, fuse=fz, views=views, pieces=1, pieces_by=None, stationary=policy.stationary,
