@@ -258,14 +258,22 @@ def test_cli_json(tmp_path, capsys):
         assert {"Y", "dX", "dcore_0", "dcore_1"} <= set(z.files)
 
 
-@pytest.mark.sim
-@pytest.mark.parametrize("fmt", ["tt"])
-def test_rtl_icarus(fmt):
-    """Emulator == RTL (Icarus), rows read back and cycles of every run, on the 4-CE configuration."""
+#: ``make test`` runs the RTL replays of compiled programs on Verilator (one ~30 s build per design,
+#: then seconds); Icarus runs these designs at ~250 cycles/s (1-2 min a test): ``make test-full``
+ICARUS_FULL = pytest.param("icarus", marks=pytest.mark.slow)
+RTL_SIMS = [ICARUS_FULL, "verilator"]
 
+
+@pytest.mark.sim
+@pytest.mark.parametrize("fmt,sim", [("tt", "verilator"), pytest.param("tt", "icarus", marks=pytest.mark.slow),
+                                     pytest.param("ttm", "verilator", marks=pytest.mark.slow),
+                                     pytest.param("tr", "verilator", marks=pytest.mark.slow)])
+def test_rtl(fmt, sim):
+    """Emulator == RTL, rows read back and cycles of every run of a training step, on the 4-CE
+    configuration."""
     spec = parse_spec(SPECS[fmt])
     _, ex = check_layer(spec, "train", SMALL)
-    assert rtl_check(ex, SMALL, "icarus")
+    assert rtl_check(ex, SMALL, sim)
 
 
 def test_relayouts_counted():
@@ -400,20 +408,22 @@ def test_batch_pieces(fmt, phase):
 
 
 @pytest.mark.sim
-def test_rtl_batch_pieces_icarus():
-    """Emulator == RTL (Icarus) for a training step in 4 batch pieces (weight gradients carried in
-    the accumulation unit, batch-free results kept in their half)."""
+@pytest.mark.parametrize("sim", RTL_SIMS)
+def test_rtl_batch_pieces(sim):
+    """Emulator == RTL for a training step in 4 batch pieces (weight gradients carried in the
+    accumulation unit, batch-free results kept in their half)."""
     prog, ex = check_layer(parse_spec(dict(SPECS["tt"], batch=16)), "train", DEMO, pieces=4)
     assert prog.pieces == 4 and any(i.flags & Flag.ACC for r in prog.runs[2:] for i in r.program)
-    assert rtl_check(ex, DEMO, "icarus")
+    assert rtl_check(ex, DEMO, sim)
 
 
 @pytest.mark.sim
-def test_rtl_onchip_relayout_icarus():
-    """Emulator == RTL (Icarus) for a program with on-chip re-layouts (identity GEMMs)."""
+@pytest.mark.parametrize("sim", RTL_SIMS)
+def test_rtl_onchip_relayout(sim):
+    """Emulator == RTL for a program with on-chip re-layouts (identity GEMMs)."""
     prog, ex = check_layer(parse_spec(SPECS["ht"]), "train", SMALL, pieces=1, relayout="onchip", stationary=False)
     assert prog.onchip_relayouts > 0 and prog.relayouts == 0
-    assert rtl_check(ex, SMALL, "icarus")
+    assert rtl_check(ex, SMALL, sim)
 
 
 @pytest.mark.sim
@@ -443,26 +453,18 @@ def test_fused_chunks(fmt, phase):
         (want.relayouts, want.dram_bytes, want.timeline(CHUNK).cycles)
 
 
-def test_rtl_accumulated_chunks_icarus():
-    """Emulator == RTL (Icarus) for a step chunked over a contracted mode: the partial sums stay in
-    the accumulation unit across runs on both ping-pong halves (``ACC`` from the second piece)."""
+@pytest.mark.sim
+@pytest.mark.parametrize("sim", RTL_SIMS)
+def test_rtl_accumulated_chunks(sim):
+    """Emulator == RTL for a step chunked over a contracted mode: the partial sums stay in the
+    accumulation unit across runs on both ping-pong halves (``ACC`` from the second piece)."""
     spec = parse_spec(dict(SPECS["tt"], batch=32))
     prog, ex = check_layer(spec, "wg", CHUNK, pieces=1)
     carried = [i for r in prog.runs for i in r.program
                if i.opcode == Opcode.GEMM and i.flags & Flag.ACC]
     assert any("b~h[" in s.roles for s in prog.steps), [s.roles for s in prog.steps]
     assert carried and len({r.half for r in prog.runs}) == 2
-    assert rtl_check(ex, CHUNK, "icarus")
-
-
-@pytest.mark.sim
-@pytest.mark.slow
-@pytest.mark.parametrize("fmt", ["tt", "ttm", "tr"])
-def test_rtl_verilator(fmt):
-
-    spec = parse_spec(SPECS[fmt])
-    _, ex = check_layer(spec, "train", SMALL)
-    assert rtl_check(ex, SMALL, "verilator")
+    assert rtl_check(ex, CHUNK, sim)
 
 
 def test_plan_search_finds_realisable_splits():

@@ -163,8 +163,10 @@ ADD_CHUNKS = 4
 ADD_PER_CHUNK = 26_000  # 104,000 pairs in all
 
 
-@pytest.mark.parametrize("chunk", range(ADD_CHUNKS))
+@pytest.mark.parametrize("chunk", [0] + [pytest.param(c, marks=pytest.mark.slow) for c in range(1, ADD_CHUNKS)])
 def test_fp32_add_random(chunk):
+    """26,000 random pairs per chunk (~25 s of Amaranth simulation each): ``make test`` runs the
+    first, ``make test-full`` all four."""
     a, b = f32_pairs(np.random.default_rng(1000 + chunk), ADD_PER_CHUNK)
     got = simulate(FP32Add(), {"a": a, "b": b})
     check(got, ref_add(a, b), {"a": a, "b": b})

@@ -274,10 +274,12 @@ def compare(rtl, emu, njobs):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("config", [ONE_CYCLE, PIPELINED], ids=["M1S1", "M2S3"])
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("sim", [pytest.param("icarus", marks=pytest.mark.slow), "verilator"])
 def test_system_matches_emulator(sim, config):
     """Every dataflow, grid, transpose, move, VEC and error path: RTL == emulator, bit and cycle
-    exact, at two multiplier / adder latency settings."""
+    exact, at two multiplier / adder latency settings. ``make test`` runs it on Verilator (~30 s
+    builds, shared with the other tests of these designs, and seconds of runs); on Icarus (~250
+    cycles/s on these designs: 2-3 min each) it is in ``make test-full``."""
     jobs = build_jobs(config, seed=7)
     emu = emulate_jobs(config, jobs)
     errors = [int(emu[f"j{j}_error"]) for j in range(len(jobs))]

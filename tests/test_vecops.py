@@ -197,9 +197,10 @@ def test_pieces_agree_with_one_piece():
 
 # --- RTL ------------------------------------------------------------------------------------------
 @pytest.mark.sim
-def test_vector_programs_rtl_icarus():
+@pytest.mark.parametrize("sim", [pytest.param("icarus", marks=pytest.mark.slow), "verilator"])
+def test_vector_programs_rtl(sim):
     """Every operation on the small configuration (several pieces and runs each): the RTL equals the
-    emulator bit and cycle exact on Icarus."""
+    emulator bit and cycle exact (Icarus, ~1.5 min, in ``make test-full``)."""
     rng = np.random.default_rng(19)
     x = round_to_bf16_f32(rng.standard_normal((6, 12)) * 2)
     y = rng.standard_normal((6, 12)).astype(np.float32)
@@ -219,4 +220,4 @@ def test_vector_programs_rtl_icarus():
                "dyh": x, "dyl": np.zeros_like(x)})]
     for prog, inputs in cases:
         assert len(prog.runs) > 1, prog.op
-        assert rtl_check(execute_vec(prog, inputs, SMALL), SMALL, "icarus"), prog.op
+        assert rtl_check(execute_vec(prog, inputs, SMALL), SMALL, sim), prog.op
