@@ -150,7 +150,7 @@ def test_narrow_integer_elements_occupy_whole_bytes():
 
 
 @pytest.mark.parametrize("name,phase", [("atis_tt", "fp"), ("atis_tt", "train"), ("ht", "bp"), ("tucker", "fp"),
-                                        ("tr13", "wg")])
+                                        pytest.param("tr13", "wg", marks=pytest.mark.slow)])   # ~1 min to compile
 def test_fetta_model_is_the_compiled_program(name, phase):
     """`fetta model --arch fetta` reports the cycles the emulator counts for the compiled program (no second
     formula), and the DRAM bytes the program moves; the program it times is the one `compile_layer`

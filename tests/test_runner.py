@@ -67,3 +67,24 @@ def test_elaboration_is_cached_per_config(tmp_path, monkeypatch):
     assert runner.elaborate("pe", cfg).endswith("// cached\n")
     runner.elaborate("pe", cfg.replace(datatype="int16"))    # another configuration: another file
     assert len(list((tmp_path / "verilog").glob("fetta_pe-*.v"))) == 2
+
+
+def test_verilator_opt_reaches_make_and_the_cache_key(tmp_path, monkeypatch, design):
+    """``FETTA_VERILATOR_OPT`` becomes ``OPT_FAST`` of Verilator's make, is part of the build's cache
+    key (another optimization: another build), and anything but an optimization level is refused."""
+    import subprocess
+
+    commands = []
+    monkeypatch.setattr(runner, "BUILD_ROOT", tmp_path)
+    monkeypatch.setattr(runner.subprocess, "run",
+                        lambda cmd, **kw: commands.append(cmd) or subprocess.CompletedProcess(cmd, 0))
+    dirs = []
+    for opt in ("", "-O1", "-O1", "-Os"):
+        monkeypatch.setenv("FETTA_VERILATOR_OPT", opt)
+        dirs.append(runner.build_native(design, "fetta_selftest").build_dir)
+    assert len(commands) == 3 and dirs[1] == dirs[2] and len(set(dirs)) == 3     # the second -O1 is cached
+    assert "-MAKEFLAGS" not in commands[0]
+    assert commands[1][commands[1].index("-MAKEFLAGS") + 1] == "OPT_FAST=-O1"
+    monkeypatch.setenv("FETTA_VERILATOR_OPT", "-O2 -march=native")
+    with pytest.raises(runner.SimulationError, match="FETTA_VERILATOR_OPT"):
+        runner.build_native(design, "fetta_selftest")
