@@ -260,8 +260,7 @@ def test_cli_json(tmp_path, capsys):
 
 #: ``make test`` runs the RTL replays of compiled programs on Verilator (one ~30 s build per design,
 #: then seconds); Icarus runs these designs at ~250 cycles/s (1-2 min a test): ``make test-full``
-ICARUS_FULL = pytest.param("icarus", marks=pytest.mark.slow)
-RTL_SIMS = [ICARUS_FULL, "verilator"]
+RTL_SIMS = [pytest.param("icarus", marks=pytest.mark.slow), "verilator"]
 
 
 @pytest.mark.sim
