@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,6 +24,8 @@ from hypothesis import strategies as st
 
 from gen.compiler import CompileError, Layout, compile_layer
 from gen.compiler.relayout import RELAYOUT_CAUSES
+from gen.compiler import phases as phases_mod
+from gen.compiler.batched import pieced
 from gen.compiler.phases import NEAR, _best
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig, load_config
@@ -406,13 +409,44 @@ def test_batch_pieces(fmt, phase):
     pytest.fail(f"{fmt} {phase}: no batch pieces")
 
 
+#: three cores: the WG networks sum the batch away before their last step (a deferred step after it)
+TT3 = {"format": "tt", "in_modes": [4, 6, 4], "out_modes": [4, 6, 4], "ranks": 4, "batch": 16}
+
+
+@pytest.mark.parametrize("phase", ["wg", "train"])
+def test_deferred_steps_run_once(phase):
+    """Batch pieces: a WG step that sums the batch away carries its result, and the steps after it
+    (``dcore = (sum over pieces) x core``) run once, in the last piece, instead of in every piece on
+    its partial sum: fewer MACs and cycles than without, results within the bound
+    (:func:`check_layer`)."""
+    spec = parse_spec(TT3)
+    P = 4
+    prog, _ = check_layer(spec, phase, DEFAULT, pieces=P, pieces_by="phase")
+    deferred = [st for st in prog.steps if st.deferred]
+    assert deferred and prog.deferred
+    # each deferred step once, the other batch steps once per piece
+    assert Counter((st.network, st.step, st.roles) for st in deferred).most_common(1)[0][1] == 1
+    pol = phases_mod._Policy()
+    once = phases_mod._compile_layer(replace(spec, batch=spec.batch // P), phase, DEFAULT, None, True, False, False,
+                                     carry_rows=phases_mod.carry_rows(phase, DEFAULT),
+                                     policy=pol._replace(defer=False), views=prog.variant["views"],
+                                     fuse=prog.variant["fuse"])
+    each = pieced(once, P, spec.batch, DEFAULT)
+    assert not each.deferred and not any(st.deferred for st in each.steps)
+    # the deferred steps' MACs once instead of once per piece, useful and on the TCU
+    assert prog.macs < each.macs and prog.padded_macs < each.padded_macs
+    assert prog.timeline(DEFAULT).compute_cycles < each.timeline(DEFAULT).compute_cycles
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("sim", RTL_SIMS)
 def test_rtl_batch_pieces(sim):
     """Emulator == RTL for a training step in 4 batch pieces (weight gradients carried in the
-    accumulation unit, batch-free results kept in their half)."""
-    prog, ex = check_layer(parse_spec(dict(SPECS["tt"], batch=16)), "train", DEMO, pieces=4)
+    accumulation unit, the steps after a carried sum deferred to the last piece, batch-free results
+    kept in their half)."""
+    prog, ex = check_layer(parse_spec(TT3), "train", DEMO, pieces=4)
     assert prog.pieces == 4 and any(i.flags & Flag.ACC for r in prog.runs[2:] for i in r.program)
+    assert prog.deferred
     assert rtl_check(ex, DEMO, sim)
 
 

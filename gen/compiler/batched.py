@@ -17,6 +17,11 @@ re-layouts), and :func:`pieced` runs it ``P`` times, piece ``p`` on half ``p % 2
   while compiling: :class:`gen.compiler.compiler.Compiler` ``carry_rows``; no other mapping
   touches them), every later piece adds to them (``ACC`` on every instruction), and only the last
   piece reads the result back.
+* a step that sums the batch away carries its result even when later steps of its network (or of
+  a network sharing it) use it: those steps are *deferred*, run by the last piece only, once, on
+  the sum of all pieces (they are linear in it and their other operands are batch-free), instead
+  of by every piece on its own partial sum (ATIS TT train: ``dcore_0 = (sum_b X dX.t10) core_1``
+  computed once instead of once per piece).
 
 The useful MACs are the phase's (batch-free steps count once). A carried result is one FP32
 accumulation over all pieces: its error bound is that of a step whose contracted size is ``P``
@@ -44,20 +49,29 @@ def _batch_dep(piece: Program) -> set[str]:
     return piece.batch_dep | {n for n, modes in piece.input_modes.items() if has_batch(modes)}
 
 
+def _late(piece: Program) -> set[str]:
+    """Host names of the piece's sums over all pieces: carried results and deferred ones (only the
+    last piece has them)."""
+    return piece.carried | piece.deferred
+
+
 def _piece_run(piece: Program, run: Run, ri: int, p: int, P: int, dep: set[str], tags) -> Run | None:
     """Run ``ri`` of the piece program as piece ``p`` runs it (None: nothing left to do)."""
+    late, last = _late(piece), p == P - 1
     writes = [Write(w.addr, piece_name(w.name, p) if w.name in dep else w.name, w.layout)
-              for w in run.writes if p < 2 or w.name in dep]
+              for w in run.writes if (p < 2 or w.name in dep) and (w.name not in late or last)]
     program = []
     for i, ins in enumerate(run.program):
         kind = tags.get((ri, i))
         if kind == "free" and p >= 2:
             continue             # its result is still in this half from piece p - 2
+        if kind == "final" and not last:
+            continue             # deferred: the last piece runs it on the sum of all pieces
         if kind == "carry" and p > 0:
             ins = replace(ins, flags=ins.flags | Flag.ACC)
         program.append(ins)
     reads = [Read(rd.addr, piece_name(rd.name, p) if rd.name in dep else rd.name, rd.layout)
-             for rd in run.reads if (rd.name not in piece.carried or p == P - 1) and (p < 2 or rd.name in dep)]
+             for rd in run.reads if (rd.name not in late or last) and (p < 2 or rd.name in dep)]
     if writes or reads or any(i.opcode != Opcode.HALT for i in program):
         return Run(p % 2, writes, program, reads)
     return None
@@ -90,7 +104,7 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
         if any(has_batch(part[3]) for part in parts):
             results[target] = [(piece_name(n, p), *rest) for p in range(P) for n, *rest in parts]
             result_pieces[target] = P
-        elif all(n in piece.carried for n, *_ in parts):
+        elif all(n in _late(piece) for n, *_ in parts):
             results[target] = [(piece_name(n, P - 1), *rest) for n, *rest in parts]
         else:
             return None
@@ -106,17 +120,19 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
                 slices[pn] = (n, p * b, (p + 1) * b)
     runs = _runs(piece, P, dep)
     # host re-layouts: every piece does those of batch tensors, pieces 0 and 1 those of the others
-    relayouts = [(P if a[0] in dep else min(P, 2), a[1], a[2]) for _, kind, a in piece.host_ops if kind == "relayout"]
+    relayouts = [(1 if a[0] in _late(piece) else P if a[0] in dep else min(P, 2), a[1], a[2])
+                 for _, kind, a in piece.host_ops if kind == "relayout"]
     causes = Counter()
     for n, _, cause in relayouts:
         causes[cause] += n
-    steps = [s for p in range(P) for s in piece.steps if p < 2 or not s.batch_free]
-    free_macs = sum(s.macs for s in piece.steps if s.batch_free)
+    steps = [s for p in range(P) for s in piece.steps
+             if (p == P - 1 if s.deferred else p < 2 or not s.batch_free)]
+    once_macs = sum(s.macs for s in piece.steps if s.batch_free or s.deferred)
     geo = Geometry.of(config)
     gemms = [i for r in runs for i in r.program if i.opcode == Opcode.GEMM]
     row_bytes = config.lanes * config.elem_bits // 8
     eyes = [op for op in piece.host_ops if op[1] == "eye"]      # re-layouts need no host work
-    return Program(runs, eyes, results, dict(piece.sizes), P * (piece.macs - free_macs) + free_macs,
+    return Program(runs, eyes, results, dict(piece.sizes), P * (piece.macs - once_macs) + once_macs,
                    steps, dram_bytes=row_bytes * sum(x.layout.rows for r in runs for x in r.writes + r.reads),
                    onchip_bytes=onchip_bytes(gemms, geo, config.elem_bits // 8),
                    padded_macs=sum(gemm_macs(i, geo) for i in gemms),
@@ -125,7 +141,8 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
                    relayout_causes=dict(causes),
                    paths=piece.paths, reused=piece.reused, input_modes=modes, input_pads=pads,
                    input_slices=slices, result_pieces=result_pieces, pieces=P,
-                   carried={piece_name(n, P - 1) for n in piece.carried})
+                   carried={piece_name(n, P - 1) for n in piece.carried},
+                   deferred={piece_name(n, P - 1) for n in piece.deferred})
 
 
 __all__ = ["piece_name", "pieced"]

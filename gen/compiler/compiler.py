@@ -49,7 +49,7 @@ class Compiler(Chunking):
 
     def __init__(self, config: FettaConfig, align: bool = False, carry_rows: int = 0, relayout: str = "auto",
                  views: bool = True, keep_lanes: bool = False, fuse: bool = True, run_per_piece: bool = False,
-                 k_split: bool = True, stationary: bool = True, lookahead: int = 3):
+                 k_split: bool = True, stationary: bool = True, lookahead: int = 3, defer: bool = True):
         check_accelerator(config)
         if relayout not in RELAYOUT_POLICIES:
             raise CompileError(f"must be one of {', '.join(RELAYOUT_POLICIES)}, got {relayout!r}", field="relayout")
@@ -66,10 +66,17 @@ class Compiler(Chunking):
         self.carry_next = self.geo.accum_rows - carry_rows
         self.plan_geo = replace(self.geo, accum_rows=self.carry_next)
         #: tensors that depend on the batch; (run, position, kind) of instructions of batch-free
-        #: steps (``"free"``) and of steps whose results are carried (``"carry"``)
+        #: steps (``"free"``), of steps whose results are carried (``"carry"``) and of steps after a
+        #: carried result, which only the last piece runs (``"final"``)
         self.batch_dep: set[str] = set()
         self.tags: list[tuple[int, int, str]] = []
         self.carried: set[str] = set()
+        #: results of steps after a carried result (:attr:`tags` ``"final"``); ``defer``: a step that
+        #: sums the batch away carries its result even when later steps use it (they are deferred),
+        #: else only a network's last step carries
+        self.deferred: set[str] = set()
+        self.defer = defer
+        self._deferring = False
         self.L = config.lanes
         #: row strides aligned for multi-CE grids (``Layout.make``); 0 = compact layouts
         self.align = config.banks if align else 0
@@ -124,20 +131,35 @@ class Compiler(Chunking):
         operand's tensor if it exists yet). ``tail``: the steps after this one that may run piece by
         piece with it if it is chunked (:meth:`Chunking.chunked`); the result is then that of the
         last step done, named after it.
+
+        Batch pieces (``carry_rows``): a step with a carried or deferred operand is *deferred*: the
+        last piece runs it once, on the sum of all pieces (its other operand must not depend on the
+        batch, and it must not be chunked).
         """
-        for attempt in range(2):
-            self.mem.begin_step()
-            mark = self.mem.mark()
-            try:
-                plan = self.planner.best_plan(A, B, keep, next_info)
-                if plan is None:
-                    raise NoAccum
-                return self.emit(label, s_idx, plan, out_name, final)
-            except (NoRoom, NoAccum):
-                self.mem.rollback(mark)
-                if attempt:
-                    return self.chunked(label, s_idx, A, B, keep, out_name, final, tail)
-                self.mem.close_segment()
+        late = self.carried | self.deferred
+        self._deferring = bool(self.carry_rows) and (A.name in late or B.name in late)
+        if self._deferring and (self.depends(A) and A.name not in late or self.depends(B) and B.name not in late):
+            raise CompileError(f"step {s_idx} of {label} joins a sum over batch pieces with a batch operand",
+                               field="pieces")
+        try:
+            for attempt in range(2):
+                self.mem.begin_step()
+                mark = self.mem.mark()
+                try:
+                    plan = self.planner.best_plan(A, B, keep, next_info)
+                    if plan is None:
+                        raise NoAccum
+                    return self.emit(label, s_idx, plan, out_name, final)
+                except (NoRoom, NoAccum):
+                    self.mem.rollback(mark)
+                    if attempt:
+                        if self._deferring:
+                            raise CompileError(f"step {s_idx} of {label} after a sum over batch pieces "
+                                               "does not fit without chunking", field="pieces")
+                        return self.chunked(label, s_idx, A, B, keep, out_name, final, tail)
+                    self.mem.close_segment()
+        finally:
+            self._deferring = False
 
     def prepare(self, t: Tensor, lane: str, layout: Layout | None, label: str = "", s_idx: int = -1) -> None:
         """Make ``t`` available on chip in ``layout`` (``None``: already there; else a host write,
@@ -189,12 +211,13 @@ class Compiler(Chunking):
             return "bank-conflict" if instrs is None else "host-faster"
         if new_eye:
             self.eyes[eye.name] = (eye.modes, self.sizes[q])
-        self._add(instrs, "" if self.depends(t) else "free")
+        self._add(instrs, "final" if self._deferring else "" if self.depends(t) else "free")
         self._traffic(instrs)
         self.stats["onchip_relayouts"] += 1
         self.steps.append(StepRecord(label, s_idx, t.layout.modes, eye.modes, got.modes, f"re-layout {t.name}",
                                      mp.grid, len(instrs), 0, mp.cycles, want.modes, gemm_dataflows(instrs),
-                                     gemm_transposes(instrs), batch_free=not self.depends(t)))
+                                     gemm_transposes(instrs), batch_free=not self.depends(t),
+                                     deferred=self._deferring))
         t.layout, t.addr = want, addr
         self.mem.onchip[t.name] = t
         return None
@@ -224,22 +247,35 @@ class Compiler(Chunking):
         # the plan's mappings passed with bases 0; the actual bases can still fail (the network
         # routing depends on the bank of each address): the fastest whose instructions all pass
         dep = self.depends(X) or self.depends(Y)
-        carried = bool(self.carry_rows) and final and dep and not has_batch(plan.keep_modes)
-        instrs, mp = (self._carried_instrs if carried else self._instrs)(plan, addr)
+        deferred = self._deferring
+        carried = (bool(self.carry_rows) and (final or self.defer) and dep and not deferred
+                   and not has_batch(plan.keep_modes))
+        if carried:
+            try:
+                instrs, mp = self._carried_instrs(plan, addr)
+            except CompileError:
+                if final:
+                    raise
+                carried = False         # no room: every piece runs the later steps on its own sum
+        if not carried:
+            instrs, mp = self._instrs(plan, addr)
         if instrs is None:
             raise CompileError(f"no mapping of step {s_idx} of {label} passes the ISA checks", field="program")
         if plan.mode in INPUT_STATIONARY and self.depends(Y):
             # the held operand is an activation / gradient: the same datapath, named input-stationary
             instrs = [replace(i, mode=INPUT_STATIONARY[plan.mode]) for i in instrs]
-        self._add(instrs, "carry" if carried else "" if dep else "free")
+        self._add(instrs, "final" if deferred else "carry" if carried else "" if dep else "free")
         if dep:
             self.batch_dep.add(out.name)
         if carried:
             self.carried.add(out.name)
+        if deferred:
+            self.deferred.add(out.name)
         macs = self._count(instrs, X, Y)
         self.steps.append(StepRecord(label, s_idx, X.modes, Y.modes, tuple(plan.keep_modes),
                                      f"A={X.name} B={Y.name}", mp.grid, len(instrs), macs, mp.cycles, lo.modes,
-                                     gemm_dataflows(instrs), gemm_transposes(instrs), batch_free=not dep))
+                                     gemm_dataflows(instrs), gemm_transposes(instrs), batch_free=not dep,
+                                     deferred=deferred))
         self.mem.onchip[out.name] = out
         self.registry[out.name] = out
         if final:
@@ -356,7 +392,8 @@ class Compiler(Chunking):
                        dram_bytes=st["dram_bytes"],
                        onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"],
                        chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"],
-                       instr_tags=list(self.tags), carried=set(self.carried), batch_dep=set(self.batch_dep), **kw)
+                       instr_tags=list(self.tags), carried=set(self.carried), deferred=set(self.deferred),
+                       batch_dep=set(self.batch_dep), **kw)
 
 
 __all__ = ["Compiler", "NoAccum", "RELAYOUT_POLICIES"]

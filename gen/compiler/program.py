@@ -76,6 +76,8 @@ class StepRecord:
     transposes: int = 0
     #: no operand depends on the batch (core x core): batch pieces compute it once per half
     batch_free: bool = False
+    #: an operand is a sum carried across batch pieces: only the last piece computes it
+    deferred: bool = False
 
 
 @dataclass
@@ -113,11 +115,14 @@ class Program:
     input_slices: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     #: results assembled from batch pieces: npz key -> pieces (concatenated along axis 0)
     result_pieces: dict[str, int] = field(default_factory=dict)
-    #: (run, position, kind) of instructions of batch-free steps (``"free"``) and of steps whose
-    #: results are carried across batch pieces (``"carry"``), see :mod:`gen.compiler.batched`
+    #: (run, position, kind) of instructions of batch-free steps (``"free"``), of steps whose
+    #: results are carried across batch pieces (``"carry"``) and of the steps after them, which only
+    #: the last piece runs (``"final"``), see :mod:`gen.compiler.batched`
     instr_tags: list[tuple[int, int, str]] = field(default_factory=list)
     #: host names of the results carried across batch pieces (accumulated in the accumulation unit)
     carried: set[str] = field(default_factory=set)
+    #: host names of the results of steps after a carried result (computed by the last piece only)
+    deferred: set[str] = field(default_factory=set)
     #: host names of the tensors that depend on the batch
     batch_dep: set[str] = field(default_factory=set)
     #: the :func:`gen.compiler.phases.compile_layer` options this program was compiled with (``pad``,
