@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from gen.compiler import CompileError, compile_layer
@@ -110,6 +110,25 @@ def test_random_specs_pipelined(spec, phase, pieces, seed):
     pads = [pad for pad in (False, True) if pieces in counts(spec, phase, DEFAULT, pad)]
     assume(pads)
     check_pipelined(spec, phase, DEFAULT, pieces, seed, pad=pads[-1])
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=pipe_spec(), phase=st.sampled_from(["wg", "train"]), pieces=st.sampled_from([2, 4]),
+       seed=st.integers(0, 99))
+def test_random_specs_phase_pieces(spec, phase, pieces, seed):
+    """Whole-phase batch pieces (gen.compiler.batched) on random specs: carried sums and the steps
+    deferred after them (3-core layers) within the bound of the golden model."""
+    assume(spec.batch % pieces == 0)
+    try:
+        prog, _ = check_layer(spec, phase, DEFAULT, seed=seed, pieces=pieces, pieces_by="phase")
+    except CompileError:
+        assume(False)       # a piece that does not compile into one segment
+    assert prog.pieces == pieces and {r.half for r in prog.runs} == {0, 1}
+    # a deferred step runs once (by the last piece), the other batch steps once per piece
+    deferred = [s for s in prog.steps if s.deferred]
+    event(f"deferred steps: {bool(deferred)}")
+    for st_ in deferred:
+        assert sum(1 for s in prog.steps if s is st_) == 1
 
 
 def test_default_keeps_the_fastest_and_wg_train_are_not_pipelined():
