@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,9 +23,7 @@ from hypothesis import strategies as st
 
 from gen.compiler import CompileError, Layout, compile_layer
 from gen.compiler.relayout import RELAYOUT_CAUSES
-from gen.compiler import phases as phases_mod
-from gen.compiler.batched import pieced
-from gen.compiler.phases import NEAR, _best
+from gen.compiler.phases import NEAR, _best, _Policy, piece_program
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Flag, Opcode
@@ -426,12 +423,8 @@ def test_deferred_steps_run_once(phase):
     assert deferred and prog.deferred
     # each deferred step once, the other batch steps once per piece
     assert Counter((st.network, st.step, st.roles) for st in deferred).most_common(1)[0][1] == 1
-    pol = phases_mod._Policy()
-    once = phases_mod._compile_layer(replace(spec, batch=spec.batch // P), phase, DEFAULT, None, True, False, False,
-                                     carry_rows=phases_mod.carry_rows(phase, DEFAULT),
-                                     policy=pol._replace(defer=False), views=prog.variant["views"],
-                                     fuse=prog.variant["fuse"])
-    each = pieced(once, P, spec.batch, DEFAULT)
+    each = piece_program(spec, phase, DEFAULT, P, _Policy(defer=False), views=prog.variant["views"],
+                         fuse=prog.variant["fuse"])
     assert not each.deferred and not any(st.deferred for st in each.steps)
     # the deferred steps' MACs once instead of once per piece, useful and on the TCU
     assert prog.macs < each.macs and prog.padded_macs < each.padded_macs

@@ -49,15 +49,11 @@ def _batch_dep(piece: Program) -> set[str]:
     return piece.batch_dep | {n for n, modes in piece.input_modes.items() if has_batch(modes)}
 
 
-def _late(piece: Program) -> set[str]:
-    """Host names of the piece's sums over all pieces: carried results and deferred ones (only the
-    last piece has them)."""
-    return piece.carried | piece.deferred
-
-
-def _piece_run(piece: Program, run: Run, ri: int, p: int, P: int, dep: set[str], tags) -> Run | None:
-    """Run ``ri`` of the piece program as piece ``p`` runs it (None: nothing left to do)."""
-    late, last = _late(piece), p == P - 1
+def _piece_run(piece: Program, run: Run, ri: int, p: int, P: int, dep: set[str], late: set[str],
+               tags) -> Run | None:
+    """Run ``ri`` of the piece program as piece ``p`` runs it (None: nothing left to do); ``late``: the
+    piece's sums over all pieces, carried or deferred, which only the last piece has."""
+    last = p == P - 1
     writes = [Write(w.addr, piece_name(w.name, p) if w.name in dep else w.name, w.layout)
               for w in run.writes if (p < 2 or w.name in dep) and (w.name not in late or last)]
     program = []
@@ -77,7 +73,7 @@ def _piece_run(piece: Program, run: Run, ri: int, p: int, P: int, dep: set[str],
     return None
 
 
-def _runs(piece: Program, P: int, dep: set[str]) -> list[Run]:
+def _runs(piece: Program, P: int, dep: set[str], late: set[str]) -> list[Run]:
     """The runs of all pieces: pieces in pairs (one per half), the runs of a pair interleaved, so
     that one piece computes while the other waits for a transfer (a host re-layout splits runs)."""
     tags = {(r, i): k for r, i, k in piece.instr_tags}
@@ -85,7 +81,7 @@ def _runs(piece: Program, P: int, dep: set[str]) -> list[Run]:
     for p0 in range(0, P, 2):
         for ri, run in enumerate(piece.runs):
             for p in range(p0, min(P, p0 + 2)):
-                r = _piece_run(piece, run, ri, p, P, dep, tags)
+                r = _piece_run(piece, run, ri, p, P, dep, late, tags)
                 if r is not None:
                     runs.append(r)
     return runs
@@ -98,13 +94,14 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
             or any(kind not in ("eye", "relayout") for _, kind, _ in piece.host_ops):
         return None
     dep = _batch_dep(piece)
+    late = piece.carried | piece.deferred       # sums over all pieces: only the last piece has them
     batch_in = {n for n in piece.input_modes if n in dep}
     results, result_pieces = {}, {}
     for target, parts in piece.results.items():
         if any(has_batch(part[3]) for part in parts):
             results[target] = [(piece_name(n, p), *rest) for p in range(P) for n, *rest in parts]
             result_pieces[target] = P
-        elif all(n in _late(piece) for n, *_ in parts):
+        elif all(n in late for n, *_ in parts):
             results[target] = [(piece_name(n, P - 1), *rest) for n, *rest in parts]
         else:
             return None
@@ -118,9 +115,9 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
                 pads[pn] = piece.input_pads[n]
             if n in batch_in:
                 slices[pn] = (n, p * b, (p + 1) * b)
-    runs = _runs(piece, P, dep)
+    runs = _runs(piece, P, dep, late)
     # host re-layouts: every piece does those of batch tensors, pieces 0 and 1 those of the others
-    relayouts = [(1 if a[0] in _late(piece) else P if a[0] in dep else min(P, 2), a[1], a[2])
+    relayouts = [(1 if a[0] in late else P if a[0] in dep else min(P, 2), a[1], a[2])
                  for _, kind, a in piece.host_ops if kind == "relayout"]
     causes = Counter()
     for n, _, cause in relayouts:

@@ -142,24 +142,29 @@ class Compiler(Chunking):
             raise CompileError(f"step {s_idx} of {label} joins a sum over batch pieces with a batch operand",
                                field="pieces")
         try:
-            for attempt in range(2):
-                self.mem.begin_step()
-                mark = self.mem.mark()
-                try:
-                    plan = self.planner.best_plan(A, B, keep, next_info)
-                    if plan is None:
-                        raise NoAccum
-                    return self.emit(label, s_idx, plan, out_name, final)
-                except (NoRoom, NoAccum):
-                    self.mem.rollback(mark)
-                    if attempt:
-                        if self._deferring:
-                            raise CompileError(f"step {s_idx} of {label} after a sum over batch pieces "
-                                               "does not fit without chunking", field="pieces")
-                        return self.chunked(label, s_idx, A, B, keep, out_name, final, tail)
-                    self.mem.close_segment()
+            return self._place_step(label, s_idx, A, B, keep, out_name, next_info, final, tail)
         finally:
             self._deferring = False
+
+    def _place_step(self, label, s_idx, A, B, keep, out_name, next_info, final, tail) -> Tensor:
+        """:meth:`step`'s plan and placement: the best plan in the open segment, else in a new one,
+        else the step chunked (not a deferred one)."""
+        for attempt in range(2):
+            self.mem.begin_step()
+            mark = self.mem.mark()
+            try:
+                plan = self.planner.best_plan(A, B, keep, next_info)
+                if plan is None:
+                    raise NoAccum
+                return self.emit(label, s_idx, plan, out_name, final)
+            except (NoRoom, NoAccum):
+                self.mem.rollback(mark)
+                if attempt and self._deferring:
+                    raise CompileError(f"step {s_idx} of {label} after a sum over batch pieces "
+                                       "does not fit without chunking", field="pieces")
+                if attempt:
+                    return self.chunked(label, s_idx, A, B, keep, out_name, final, tail)
+                self.mem.close_segment()
 
     def prepare(self, t: Tensor, lane: str, layout: Layout | None, label: str = "", s_idx: int = -1) -> None:
         """Make ``t`` available on chip in ``layout`` (``None``: already there; else a host write,

@@ -285,38 +285,42 @@ def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, policy, wh
     return out
 
 
-def carry_rows(phase: str, config: FettaConfig) -> int:
+def _carry_rows(phase: str, config: FettaConfig) -> int:
     """Accumulation rows a piece program of ``phase`` reserves for the sums carried across batch
     pieces (:mod:`gen.compiler.batched`): a quarter of the unit for ``wg`` / ``train``, else none."""
     geo = Geometry.of(config)
     return ceil_to(geo.accum_rows // 4, geo.banks) if phase in ("wg", "train") else 0
 
 
+def piece_program(spec, phase: str, config: FettaConfig, P: int, policy: _Policy, paths=None, reuse: bool = True,
+                  align: bool = False, pad: bool = False, views: bool = True, fuse: bool = True) -> Program | None:
+    """``phase`` of ``spec`` as ``P`` repeats of one piece program (:func:`gen.compiler.batched.pieced`),
+    or None where no piece compiles into one segment. Steps after a carried sum are deferred when
+    ``policy.defer`` (they carry intermediates, which need more reserved rows: the piece is compiled
+    without deferring where those do not fit)."""
+    for pol in dict.fromkeys([policy, policy._replace(defer=False)]):
+        try:
+            piece = _compile_layer(replace(spec, batch=spec.batch // P), phase, config, paths, reuse, align, pad,
+                                   carry_rows=_carry_rows(phase, config), policy=pol, views=views, fuse=fuse)
+        except CompileError:
+            continue
+        return pieced(piece, P, spec.batch, config)
+    return None
+
+
 def _batched(spec, phase, config, paths, reuse, align, pad, pieces, policy, whole, views, fuse) -> list[Program]:
-    """The phase in batch pieces as one repeated piece program (:func:`gen.compiler.batched.pieced`).
+    """The phase in batch pieces as one repeated piece program (:func:`piece_program`).
     A piece must fit one segment: with the whole batch taking ``S`` segments, only ``P >= S`` is tried
     (compile time), and larger counts only while they pay; where no count reaches ``S``, the largest
     (the segments can come from a mode other than the batch that does not fit a half: UCF HT wg,
-    ``X`` cut into 18 slices, runs in 16 one-sample pieces at 129,392 cycles against 165,854)."""
+    ``X`` cut into 18 slices, runs in 16 one-sample pieces at 80,810 cycles against 168,847)."""
     segments = 1 + sum(a.half != b.half for a, b in zip(whole.runs, whole.runs[1:]))
     valid = [P for P in (2, 4, 8, 16) if spec.batch % P == 0]
     counts = ([P for P in valid if P >= segments] or valid[-1:]) if pieces is None else \
         [pieces] if spec.batch % pieces == 0 else []
-    carry = carry_rows(phase, config)
     out, last = [], None
     for P in counts:
-        piece = None
-        # deferred steps carry intermediates, which need more reserved rows: without, where they do not fit
-        for pol in dict.fromkeys([policy, policy._replace(defer=False)]):
-            try:
-                piece = _compile_layer(replace(spec, batch=spec.batch // P), phase, config, paths, reuse, align,
-                                       pad, carry_rows=carry, policy=pol, views=views, fuse=fuse)
-                break
-            except CompileError:
-                continue
-        if piece is None:
-            continue
-        prog = pieced(piece, P, spec.batch, config)
+        prog = piece_program(spec, phase, config, P, policy, paths, reuse, align, pad, views, fuse)
         if prog is None:
             continue
         # useful MACs are the whole batch's: a piece's MAC-optimal path can cost more in all
