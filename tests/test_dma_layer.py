@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gen.compiler import compile_layer
-from gen.compiler.dma import lower_dma
+from gen.compiler.dma import dma_timeline, lower_dma
 from gen.design.config import FettaConfig
 from gen.design.isa import Opcode
 from gen.design.timing import program_cycles
@@ -34,13 +34,14 @@ TT = {"format": "tt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 4, "batc
 BT = {"format": "bt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 3, "blocks": 2, "batch": 8}
 
 
-def lowered(spec, phase, config, **kw):
-    """Compile, execute through the host port and lowered to DMA jobs; check what every lowering
-    must keep (module docstring) and return ``(program, dma program, dma execution)``."""
+def lowered(spec, phase, config, early=None, **kw):
+    """Compile, execute through the host port and lowered to DMA jobs (``early``: the placement of
+    the loads, ``lower_dma``'s); check what every lowering must keep (module docstring) and return
+    ``(program, dma program, dma execution)``."""
     inputs = random_inputs(spec, 3)
     prog = compile_layer(spec, phase, config, **kw)
     host = execute(prog, inputs, config)
-    dprog = lower_dma(prog, config)
+    dprog = lower_dma(prog, config, early)
     ex = execute_dma(dprog, inputs, config)
     assert set(ex.results) == set(host.results)
     for key, want in host.results.items():
@@ -75,8 +76,10 @@ def lowered(spec, phase, config, **kw):
 @given(spec=specs(formats=("tt", "tr", "ttm", "ht", "bt", "tucker"), max_mode=6, max_rank=4, max_batch=8),
        phase=st.sampled_from(["fp", "bp", "wg"]), config=st.sampled_from([SMALL, NARROW]))
 def test_random_layers_emulator(spec, phase, config):
-    """Random layers of every tensorized format and phase, on two DMA port widths."""
-    lowered(spec, phase, config)
+    """Random layers of every tensorized format and phase, on two DMA port widths, both placements
+    of the loads."""
+    for early in (False, True):
+        lowered(spec, phase, config, early)
 
 
 def test_pipelined_spills_come_back_from_their_region():
@@ -96,6 +99,23 @@ def test_host_data_needs_a_later_job():
     and written again in the same layout is loaded from its read-back region, not re-packed."""
     prog, dprog, _ = lowered(parse_spec(dict(TT, batch=32)), "fp", SMALL)
     assert {k for _, k, _ in prog.host_ops} == {"slice", "concat"} and max(prog.write_deps()) >= 0
+    # placed early, a run's inputs do not wait for the host-made tensors it also writes: they go
+    # in an earlier job than those; the default lowering is the faster of the two placements
+    prog, dprog, _ = lowered(parse_spec(dict(TT, batch=32)), "fp", SMALL, early=True)
+    mixed = [i for i, deps in enumerate(prog.each_write_deps()) if len(set(deps)) > 1]
+    assert mixed
+    job_of = {(t.run, t.name): k for k, j in enumerate(dprog.jobs) for t in j.transfers if t.load}
+    deps = prog.each_write_deps()
+    for i in mixed:
+        ws = prog.runs[i].writes
+        early_job = max(job_of[i, w.name] for w, d in zip(ws, deps[i]) if d < max(deps[i]))
+        late_job = min(job_of[i, w.name] for w, d in zip(ws, deps[i]) if d == max(deps[i]))
+        assert early_job <= late_job
+    assert any(job_of[i, w.name] < job_of[i, v.name] for i in mixed for w in prog.runs[i].writes
+               for v in prog.runs[i].writes)
+    late = lower_dma(prog, SMALL, early=False)
+    best = lower_dma(prog, SMALL)
+    assert dma_timeline(best, SMALL).cycles == min(dma_timeline(d, SMALL).cycles for d in (late, dprog))
     prog, dprog, _ = lowered(parse_spec(dict(TT, format="tr", ranks=3)), "wg", SMALL)
     assert any(not t.host_packed for j in dprog.jobs for t in j.transfers if t.load)
 

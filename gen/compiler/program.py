@@ -191,13 +191,18 @@ class Program:
     def write_deps(self) -> list[int]:
         """Per run, the latest earlier run after which the host has the data of its writes (a tensor
         read back by that run, or sliced / concatenated / derived from one after it); -1 for inputs only."""
+        return [max([-1] + deps) for deps in self.each_write_deps()]
+
+    def each_write_deps(self) -> list[list[int]]:
+        """Per run, per write (in ``run.writes`` order), the latest earlier run after which the host
+        has that write's data (:meth:`write_deps`); -1 for an input."""
         ops: dict[int, list] = {}
         for r, kind, args in self.host_ops:
             ops.setdefault(r, []).append((kind, args))
         avail: dict[str, int] = {}
         deps = []
         for i, run in enumerate(self.runs):
-            deps.append(max([-1] + [avail.get(w.name, -1) for w in run.writes]))
+            deps.append([avail.get(w.name, -1) for w in run.writes])
             for rd in run.reads:
                 avail[rd.name] = i
             for kind, args in ops.get(i, ()):
