@@ -9,8 +9,8 @@ iterations on the emulator of the default design (one warm-started Jacobi sweep 
 host), and ``tensorly.decomposition.tucker`` the same iterations from the same initial factors on
 this machine's CPU (float64, exact truncated SVD). Columns:
 
-* cycles per iteration, end to end (DRAM at the configured bandwidth counted), split into compute
-  and DRAM stalls; DRAM bytes against the floor (the tensor read by every chain that needs it,
+* cycles per iteration, end to end: the iteration's DMA jobs as the emulator (and the RTL) count them,
+  DRAM at the configured bandwidth, split into compute and DRAM stalls; DRAM bytes against the floor (the tensor read by every chain that needs it,
   factors written, chain results and core read back once);
 * utilization of the TTM chains (useful MACs / (cycles x 256)), end to end and of compute cycles;
 * the SVD on the host, its cost on a 64-lane vector unit with divide / square root
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     rows = [case_row(n, s, r, args.iters, config) for n, s, r in (QUICK if args.quick else CASES)]
     table = "\n".join([
         f"Default design (16 CEs of 4x4, 512 KiB unified memory, DRAM {config.dram_gbps} GB/s at "
-        f"{config.freq_mhz:g} MHz), {args.iters} HOOI iterations, emulator; tensorly "
+        f"{config.freq_mhz:g} MHz), {args.iters} HOOI iterations, emulator, DMA jobs (the hardware's count); tensorly "
         f"{__import__('tensorly').__version__} on {platform.processor() or platform.machine()} "
         f"({platform.python_version()}), this machine.",
         "",

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from scipy.linalg import subspace_angles
 
 from gen.cli import main as cli_main
+from gen.compiler.dma import hardware_cycles
 from gen.compiler.layout import Layout
 from gen.compiler.program import Program, Read, Run, Write
 from gen.design.config import FettaConfig, load_config
@@ -187,6 +188,9 @@ def test_hooi_timing_and_counts(small_run):
     assert all(it["cycles"] == s["cycles_per_iter"] for it in s["iterations"])      # one static program
     assert s["cycles"] == s["compute_cycles"] + s["dram_stall_cycles"]
     assert s["utilization"] == pytest.approx(s["macs_per_iter"] * 6 / (s["cycles"] * cfg.macs))
+    # the hardware's count: the iteration's jobs, DMA transfers included, as `fetta run` times layers
+    assert s["dram"] == "dma" and s["cycles_per_iter"] == hardware_cycles(r.program, cfg)
+    assert s["jobs_per_iter"] > s["runs_per_iter"] and s["dram_stall_cycles"] > 0
     # the run writing a factor comes after the run that reads its chain back
     prog = r.program
     deps = prog.write_deps()
@@ -238,8 +242,9 @@ def test_host_transposes_counts_a_lane_change():
 @pytest.mark.sim
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_hooi_rtl_equals_emulator(sim):
-    """Every run of an iteration (TTM chains, factor writes between them, the core) on the RTL of the
-    small design: rows read back and cycles equal the emulator's (``rtl_check`` raises otherwise)."""
+    """Every DMA job of an iteration (TTM chains, factor loads between them, the core) on the RTL of
+    the small design with the bench's AXI4 DRAM: every job's cycles and error and every byte the
+    stores wrote equal the emulator's (``rtl_check_dma`` raises otherwise)."""
     shape, ranks = (8, 8, 8), (2, 2, 2)
     T = low_rank_tensor(shape, ranks, 0.5, seed=2)
     r = run_hooi(T, ranks, 1, load_config(ROOT / "configs" / "small.toml"), sim=sim)

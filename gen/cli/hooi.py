@@ -20,6 +20,7 @@ from gen.cli.common import (add_config_arguments, add_json_argument, add_max_ele
                             config_from_args, output_file, positive_int, print_json)
 from gen.errors import ConfigError, InputError, UsageError
 from gen.progress import progress
+from gen.compiler.dma import lower_dma
 from gen.toolflow.hooi import compile_hooi, run_hooi
 from gen.toolflow.run import SIMS
 from gen.workload.hooi import ORDERS, check_ranks
@@ -119,9 +120,10 @@ def main(args: argparse.Namespace) -> int:
     check_ranks(T.shape, args.ranks)
     t0 = time.perf_counter()
     nets, prog = compile_hooi(T.shape, args.ranks, config)
-    with progress(args.iters * len(prog.runs), f"HOOI on {args.sim}", enabled=not args.json) as bar:
+    dprog = lower_dma(prog, config)
+    with progress(args.iters * len(dprog.jobs), f"HOOI on {args.sim}", enabled=not args.json) as bar:
         r = run_hooi(T, args.ranks, args.iters, config, seed=args.seed, sim=args.sim, sweeps=args.jacobi_rounds,
-                     warm=not args.cold, progress=bar, compiled=(nets, prog))
+                     warm=not args.cold, progress=bar, compiled=(nets, prog), lowered=dprog)
     seconds = time.perf_counter() - t0
     if args.out:
         np.savez(args.out, core=r.core, **{f"U_{k}": u for k, u in enumerate(r.factors)})

@@ -2,11 +2,13 @@
 
 One HOOI iteration is compiled once (:func:`compile_hooi`: the networks of
 :func:`gen.workload.hooi.hooi_networks` in one program, :func:`gen.compiler.phases.compile_networks`)
-and executed ``iters`` times on the emulator (:func:`gen.toolflow.execute.execute`); between the TTM
-chains the host computes each new factor by the warm-started one-sided Jacobi SVD
-(:mod:`gen.toolflow.jacobi`) from the chain the accelerator just read back, and the next run writes it.
-On ``icarus`` / ``verilator`` every iteration's runs are replayed on the RTL (bit and cycle exact, else
-:class:`gen.toolflow.execute.ExecutionError`).
+lowered to jobs that move their own data by DMA instructions (:func:`gen.compiler.dma.lower_dma`), and
+executed ``iters`` times on the emulator (:func:`gen.toolflow.dmarun.execute_dma`): the cycles are the
+hardware's own count, DRAM transfers included, as for ``fetta run``. Between the TTM chains the host
+computes each new factor by the warm-started one-sided Jacobi SVD (:mod:`gen.toolflow.jacobi`) from the
+chain the accelerator just stored, and a later job loads it. On ``icarus`` / ``verilator`` every
+iteration's jobs are replayed on the RTL with the bench's AXI4 DRAM (bit and cycle exact, every byte the
+stores wrote, else :class:`gen.toolflow.execute.ExecutionError`).
 
 Numerics: the accelerator multiplies bfloat16 and accumulates in FP32; the tensor and every factor
 are rounded to bfloat16 when written (the host keeps the factors it wrote, so the decomposition
@@ -24,11 +26,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from gen.compiler.dma import DmaProgram, hardware_cycles, lower_dma
 from gen.compiler.layout import padded_size
 from gen.compiler.phases import compile_networks
 from gen.compiler.program import Program
 from gen.design.config import FettaConfig
-from gen.toolflow.execute import Execution, execute, rtl_check
+from gen.toolflow.dmarun import execute_dma, rtl_check_dma
 from gen.toolflow.jacobi import jacobi_cycles, jacobi_left
 from gen.workload.hooi import HooiNetworks, hooi_networks
 from sim.bf16 import round_to_bf16_f32
@@ -69,8 +72,8 @@ def fit_of(T: np.ndarray, core: np.ndarray, factors: Sequence[np.ndarray]) -> fl
 def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig) -> tuple[HooiNetworks, Program]:
     """The networks of one iteration and their program: without zero padding, and with it when it
     would change a mode (:func:`gen.compiler.layout.split_modes`); chunk pieces sharing runs, and
-    each in a run of its own (``run_per_piece``); the fewer cycles end to end kept. The tensor's
-    DRAM image has mode 0 as its lane: no chain contracts mode 0 first (``docs/hooi.md``)."""
+    each in a run of its own (``run_per_piece``); the fewer cycles end to end (lowered to DMA jobs,
+    :func:`gen.compiler.dma.hardware_cycles`) kept. The tensor's DRAM image has mode 0 as its lane: no chain contracts mode 0 first (``docs/hooi.md``)."""
     nets = hooi_networks(shape, ranks)
     pads = [False]
     if any(padded_size(s, config.lanes) != s for s in (*shape, *ranks)):
@@ -78,7 +81,7 @@ def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig
     progs = [compile_networks(nets.networks, config, derived=nets.derived, pad=p, paths=nets.paths,
                               saved=nets.saved, run_per_piece=r, image_lanes={"T": "i0"})
              for p in pads for r in (False, True)]
-    return nets, min(progs, key=lambda p: (p.timeline(config).cycles, p.est_cycles))
+    return nets, min(progs, key=lambda p: (hardware_cycles(p, config), p.est_cycles))
 
 
 @dataclass
@@ -138,7 +141,7 @@ class HooiRun:
                "ttms_per_iter": self.networks.ttms, "ttms_without_reuse": self.networks.ttms_plain,
                "host_relayouts": p.relayouts, "host_transposes": p.host_transposes(),
                "onchip_relayouts": p.onchip_relayouts, "dataflows": p.dataflows(), "transposes": p.transposes,
-               "runs_per_iter": len(p.runs),
+               "runs_per_iter": len(p.runs), "jobs_per_iter": self.extra.get("jobs"), "dram": "dma",
                "svd": {"where": "host", "sweeps": self.extra.get("sweeps"), "start": self.extra.get("start"),
                        "cycles": sum(it.svd_cycles for it in its),
                        "rotations": sum(it.svd_rotations for it in its),
@@ -156,17 +159,18 @@ def run_hooi(T: np.ndarray, ranks: Sequence[int], iters: int, config: FettaConfi
              sim: str = "emulator", sweeps: int = 1, warm: bool = True,
              init: Sequence[np.ndarray] | None = None,
              progress: Callable[[int], None] | None = None,
-             compiled: tuple[HooiNetworks, Program] | None = None) -> HooiRun:
+             compiled: tuple[HooiNetworks, Program] | None = None, lowered: DmaProgram | None = None) -> HooiRun:
     """HOOI of ``T`` to multilinear rank ``ranks``, ``iters`` iterations (module docstring).
 
     ``init``: the initial factors (orthonormal columns; default :func:`orthonormal_factors` of
     ``seed``). ``sweeps``: Jacobi sweeps per SVD; ``warm``: start each SVD from the factor it
     replaces (seed 004 Alg. 3) instead of the identity. ``progress(n)`` advances a bar by ``n``
-    runs (``iters * len(program.runs)`` in all). ``compiled``: :func:`compile_hooi`'s result, if the
-    caller has it."""
+    jobs (``iters * len(lowered.jobs)`` in all). ``compiled``: :func:`compile_hooi`'s result, and
+    ``lowered``: its program's :func:`gen.compiler.dma.lower_dma`, if the caller has them."""
     T = np.asarray(T, np.float32)
     Tq = round_to_bf16_f32(T)
     nets, prog = compiled if compiled is not None else compile_hooi(T.shape, ranks, config)
+    dprog = lowered if lowered is not None else lower_dma(prog, config)
     d = T.ndim
     U = [round_to_bf16_f32(np.asarray(u, np.float32)) for u in
          (init if init is not None else orthonormal_factors(T.shape, ranks, seed))]
@@ -189,10 +193,10 @@ def run_hooi(T: np.ndarray, ranks: Sequence[int], iters: int, config: FettaConfi
             return V[n]
 
         inputs = {"T": Tq, **{f"U{m}": U[m] for m in range(d)}}
-        ex: Execution = execute(prog, inputs, config, progress=None if progress is None else lambda: progress(1),
-                                derive=derive)
+        ex = execute_dma(dprog, inputs, config, progress=None if progress is None else lambda: progress(1),
+                         derive=derive)
         if sim != "emulator":
-            rtl = rtl_check(ex, config, sim)
+            rtl = rtl_check_dma(ex, config, sim)
         core = ex.results["G"].astype(np.float32)
         U = [v for v in V]
         t = ex.timeline
@@ -203,7 +207,7 @@ def run_hooi(T: np.ndarray, ranks: Sequence[int], iters: int, config: FettaConfi
                                      svd_seconds=svd["seconds"]))
     rounding = float(np.linalg.norm(T.astype(np.float64) - Tq) / max(np.linalg.norm(T.astype(np.float64)), 1e-300))
     return HooiRun(core, U, records, prog, nets, rtl, rounding,
-                   extra={"sweeps": sweeps, "start": "warm" if warm else "cold"})
+                   extra={"sweeps": sweeps, "start": "warm" if warm else "cold", "jobs": len(dprog.jobs)})
 
 
 def hooi_float64(T: np.ndarray, ranks: Sequence[int], iters: int, init: Sequence[np.ndarray],
