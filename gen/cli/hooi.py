@@ -18,9 +18,9 @@ import numpy as np
 
 from gen.cli.common import (add_config_arguments, add_json_argument, add_max_elements_argument, add_seed_argument,
                             config_from_args, output_file, positive_int, print_json)
+from gen.compiler.dma import lower_dma
 from gen.errors import ConfigError, InputError, UsageError
 from gen.progress import progress
-from gen.compiler.dma import lower_dma
 from gen.toolflow.hooi import compile_hooi, run_hooi
 from gen.toolflow.run import SIMS
 from gen.workload.hooi import ORDERS, check_ranks

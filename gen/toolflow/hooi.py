@@ -73,7 +73,8 @@ def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig
     """The networks of one iteration and their program: without zero padding, and with it when it
     would change a mode (:func:`gen.compiler.layout.split_modes`); chunk pieces sharing runs, and
     each in a run of its own (``run_per_piece``); the fewer cycles end to end (lowered to DMA jobs,
-    :func:`gen.compiler.dma.hardware_cycles`) kept. The tensor's DRAM image has mode 0 as its lane: no chain contracts mode 0 first (``docs/hooi.md``)."""
+    :func:`gen.compiler.dma.hardware_cycles`) kept. The tensor's DRAM image has mode 0 as its lane:
+    no chain contracts mode 0 first (``docs/hooi.md``)."""
     nets = hooi_networks(shape, ranks)
     pads = [False]
     if any(padded_size(s, config.lanes) != s for s in (*shape, *ranks)):
