@@ -2,7 +2,8 @@
 
 The lowered jobs must compute exactly what the host-port execution computes (every result bit equal),
 keep the hardware's rules (a DMA only reaches the half its run does not use, a job fits the
-instruction memory, every host write and read becomes one transfer), and the RTL must equal the
+instruction memory, every host read becomes one transfer, every host write one transfer unless its
+image is still in the half), and the RTL must equal the
 emulator job for job (cycles, errors) and byte for byte in the DRAM the stores write.
 """
 
@@ -16,13 +17,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gen.compiler import compile_layer
-from gen.compiler.dma import dma_timeline, lower_dma
+from gen.compiler import dma
+from gen.compiler.dma import dma_timeline, lower_dma, needed, unified_writes
+from gen.compiler.layout import Layout
+from gen.compiler.program import Program, Read, Run, Write
 from gen.design.config import FettaConfig
-from gen.design.isa import Opcode
+from gen.design.isa import Geometry, Opcode, decode, halt, store
 from gen.design.timing import program_cycles
+from gen.toolflow import dmarun
 from gen.toolflow.dmarun import execute_dma, rtl_check_dma
 from gen.toolflow.execute import ExecutionError, execute
+from gen.toolflow.hooi import compile_hooi, low_rank_tensor, run_hooi
 from gen.workload.spec import parse_spec
+from sim.emulator import Emulator
 from sim.golden import random_inputs
 from tests.strategies import specs
 
@@ -34,14 +41,14 @@ TT = {"format": "tt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 4, "batc
 BT = {"format": "bt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 3, "blocks": 2, "batch": 8}
 
 
-def lowered(spec, phase, config, early=None, **kw):
-    """Compile, execute through the host port and lowered to DMA jobs (``early``: the placement of
-    the loads, ``lower_dma``'s); check what every lowering must keep (module docstring) and return
-    ``(program, dma program, dma execution)``."""
+def lowered(spec, phase, config, early=None, late=None, **kw):
+    """Compile, execute through the host port and lowered to DMA jobs (``early`` / ``late``: the
+    placement of the loads and of the stores no load needs, ``lower_dma``'s); check what every
+    lowering must keep (module docstring) and return ``(program, dma program, dma execution)``."""
     inputs = random_inputs(spec, 3)
     prog = compile_layer(spec, phase, config, **kw)
     host = execute(prog, inputs, config)
-    dprog = lower_dma(prog, config, early)
+    dprog = lower_dma(prog, config, early, late=late)
     ex = execute_dma(dprog, inputs, config)
     assert set(ex.results) == set(host.results)
     for key, want in host.results.items():
@@ -52,7 +59,8 @@ def lowered(spec, phase, config, early=None, **kw):
     prog = src
     loads = [(t.run, t.name) for j in dprog.jobs for t in j.transfers if t.load]
     stores = [(t.run, t.name) for j in dprog.jobs for t in j.transfers if not t.load]
-    assert sorted(loads) == sorted((i, w.name) for i, r in enumerate(prog.runs) for w in r.writes)
+    # every host write is loaded, or its image is still in the half (the results above check it)
+    assert sorted(loads + dprog.resident) == sorted((i, w.name) for i, r in enumerate(prog.runs) for w in r.writes)
     assert sorted(stores) == sorted((i, rd.name) for i, r in enumerate(prog.runs) for rd in r.reads)
     where = {j.run: k for k, j in enumerate(dprog.jobs) if j.run is not None}
     assert sorted(where) == list(range(len(prog.runs)))
@@ -76,10 +84,10 @@ def lowered(spec, phase, config, early=None, **kw):
 @given(spec=specs(formats=("tt", "tr", "ttm", "ht", "bt", "tucker"), max_mode=6, max_rank=4, max_batch=8),
        phase=st.sampled_from(["fp", "bp", "wg"]), config=st.sampled_from([SMALL, NARROW]))
 def test_random_layers_emulator(spec, phase, config):
-    """Random layers of every tensorized format and phase, on two DMA port widths, both placements
-    of the loads."""
-    for early in (False, True):
-        lowered(spec, phase, config, early)
+    """Random layers of every tensorized format and phase, on two DMA port widths: the loads and
+    the stores no load needs placed both ways, and the default (the faster of the four)."""
+    for early in (False, True, None):
+        lowered(spec, phase, config, early, late=early)
 
 
 def test_pipelined_spills_come_back_from_their_region():
@@ -131,6 +139,121 @@ def test_a_missing_load_is_caught():
     job.program = job.program[:drop] + job.program[drop + 1:]
     with pytest.raises(ExecutionError):
         execute_dma(dprog, random_inputs(spec, 0), SMALL)
+
+
+class _Spy(Emulator):
+    """An emulator that records, per run, the rows of its half whose content (or known-ness) changed
+    and the rows :func:`unified_writes` says the run's program may write."""
+
+    seen: list = []
+
+    def load_program(self, words, at: int = 0) -> None:
+        self._words = list(words)
+        super().load_program(words, at)
+
+    def run(self, half: int = 0):
+        before, known = self.unified[half].copy(), self.unified_x[half].copy()
+        r = super().run(half)
+        changed = np.flatnonzero((self.unified[half] != before).any(axis=1) | (self.unified_x[half] != known).any(axis=1))
+        body = [ins for ins in map(decode, self._words) if ins.opcode != Opcode.DMA]
+        _Spy.seen.append((changed, unified_writes(body, self.geo)))
+        return r
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specs(formats=("tt", "tr", "ttm", "ht", "bt", "tucker"), max_mode=6, max_rank=4, max_batch=8),
+       phase=st.sampled_from(["fp", "bp", "wg", "train"]))
+def test_unified_writes_cover_every_row_a_run_changes(spec, phase):
+    """What decides that an image is still in its half: every row of its half whose content a
+    run changes (write-backs, ``STORE``, ``VEC``) lies in one of the spans :func:`unified_writes`
+    gives for the run's program."""
+    prog = compile_layer(spec, phase, SMALL)
+    _Spy.seen = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dmarun, "Emulator", _Spy)
+        execute_dma(lower_dma(prog, SMALL), random_inputs(spec, 1), SMALL)
+    assert any(len(changed) for changed, _ in _Spy.seen)
+    for changed, spans in _Spy.seen:
+        inside = np.zeros(len(changed), bool)
+        for lo, hi in spans:
+            inside |= (changed >= lo) & (changed < hi)
+        assert inside.all(), (changed[~inside][:8], spans)
+
+
+def test_shared_operands_stay_in_their_half():
+    """HOOI's TTM chains run in pieces on alternating halves, every piece reading the same factors:
+    a factor still in its half (same rows, same layout, no new value since) is not loaded again.
+    The results are bit-equal to loading every write (the execution checks each kept image against
+    the host's before the run), in fewer cycles and exactly the kept images' beats fewer DRAM bytes."""
+    shape, ranks = (16, 12, 16), (4, 3, 4)
+    T = low_rank_tensor(shape, ranks, 0.5, seed=1)
+    compiled = compile_hooi(shape, ranks, SMALL)
+    prog = compiled[1]
+    every = lower_dma(prog, SMALL, resident=False)
+    kept = lower_dma(prog, SMALL)
+    assert not every.resident and {n for _, n in kept.resident} >= {"U1", "U2", "V0", "V1"}
+    runs = {key: run_hooi(T, ranks, 2, SMALL, compiled=compiled, lowered=d) for key, d in (("every", every), ("kept", kept))}
+    assert runs["every"].fits == runs["kept"].fits
+    assert np.array_equal(runs["every"].core, runs["kept"].core)
+    a, b = runs["every"].iterations[0], runs["kept"].iterations[0]
+    geo = Geometry.of(SMALL)
+    beats = sum(-(-w.layout.rows // geo.dma_rows) for i, name in kept.resident
+                for w in kept.source.runs[i].writes if w.name == name)
+    assert a.dram_bytes - b.dram_bytes == beats * geo.dma_bytes > 0
+    assert b.cycles < a.cycles
+
+
+def test_results_wait_for_a_job_that_computes():
+    """A store no load needs (a result, directly or through the host's concatenation) goes in a
+    job that computes instead of a DMA-only job between runs; the host operations that only
+    results need wait for the last job. Results bit-equal (``lowered``), fewer cycles."""
+    spec = parse_spec(dict(TT, batch=16))
+    _, every, ex_every = lowered(spec, "train", SMALL, late=False)
+    prog, dprog, ex = lowered(spec, "train", SMALL, late=True)
+    late = [(j.run, t.name) for j in dprog.jobs for t in j.transfers if t.late]
+    assert late and any(run is not None for run, _ in late)
+    assert not any(t.late for j in every.jobs for t in j.transfers)
+    assert ex.cycles < ex_every.cycles
+    prog, dprog, _ = lowered(parse_spec(dict(TT, batch=32)), "fp", SMALL, late=True)
+    kinds = [prog.host_ops[k][1] for k in dprog.final_ops]
+    assert kinds == ["concat"]          # the result's pieces, joined after the last job
+    need, _ = needed(prog)
+    assert all(t.name not in need for j in dprog.jobs for t in j.transfers if t.late)
+
+
+def _kept_x(run1=(), ops=(), program=(), layout=None) -> tuple[Program, bool]:
+    """Three runs on halves 0, 1, 0, the first and the last writing ``X`` at row 0: the middle
+    run reads back ``run1``, the host does ``ops`` after it, the first run's program is ``program``
+    and the last run's ``X`` has ``layout``. Returns the program and whether the lowering keeps
+    the last run's ``X`` in its half."""
+    sizes = {"a": 8, "b": 4}
+    ab = Layout.make(("a", "b"), sizes, 4)
+    runs = [Run(0, [Write(0, "X", ab)], [*program, halt()]), Run(1, [], [halt()], list(run1)),
+            Run(0, [Write(0, "X", layout or ab)], [halt()])]
+    prog = Program(runs, list(ops), {}, sizes, 0, [], input_modes={"X": ("a", "b")})
+    return prog, (2, "X") in lower_dma(prog, SMALL).resident
+
+
+def test_what_keeps_an_image_in_its_half():
+    """An image stays only while nothing could have changed it: the same name, layout and rows,
+    no read-back or host operation making the name, no run writing its rows."""
+    sizes = {"a": 8, "b": 4}
+    assert _kept_x()[1]
+    assert not _kept_x(program=[store(src=0, dst=4, chunks=1)])[1]          # rows 4..7 of X written
+    assert _kept_x(program=[store(src=0, dst=8, chunks=1)])[1]              # the rows after it
+    assert not _kept_x(run1=[Read(0, "X", Layout.make(("a", "b"), sizes, 4))])[1]     # a new value
+    assert not _kept_x(ops=[(1, "eye", ("X", ("a", "b")))])[1]
+    assert not _kept_x(layout=Layout.make(("b", "a"), sizes, 4))[1]
+
+
+def test_a_kept_image_that_changed_is_caught(monkeypatch):
+    """The execution checks the lowering's claim before the run: with the rows a run writes
+    ignored, the lowering keeps an ``X`` that a ``STORE`` overwrote, and the execution stops."""
+    monkeypatch.setattr(dma, "unified_writes", lambda program, geo: [])
+    prog, kept = _kept_x(program=[store(src=0, dst=4, chunks=1)])
+    assert kept
+    with pytest.raises(ExecutionError, match="not in its half"):
+        execute_dma(lower_dma(prog, SMALL), {"X": np.ones((8, 4), np.float32)}, SMALL)
 
 
 def test_cli_dma_json(tmp_path, capsys):

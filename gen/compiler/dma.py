@@ -25,7 +25,15 @@ the whole layer are the hardware's own count (the emulator's ``Clock``, equal to
   move DMA instructions into DMA-only jobs on the same half right after them;
 * DRAM: each host-written image gets its own region, each read-back tensor too; a write of a
   tensor in the layout the chip stored it in is loaded straight from that read-back region (a
-  spill comes back without the host). Regions are ``dma_bytes`` aligned.
+  spill comes back without the host). Regions are ``dma_bytes`` aligned;
+* a store that no load needs, directly or through host operations (a result, :func:`needed`),
+  is *late*: it goes in the first job on the other half after its run that computes, if one
+  comes before the half is written again (the next run on it, or a job loading into it), instead of
+  a DMA-only job; the host operations that only results need wait for the last job;
+* a write whose image is still in its half, at its rows, from an earlier load (the same tensor in
+  the same layout, with no read-back or host operation of that name since, and no run on the half
+  writing any of its rows: :func:`unified_writes`) is not loaded again (``DmaProgram.resident``):
+  the pieces of a chunked step on one half keep the factors they share.
 
 Rows move in whole beats of ``dma_rows`` rows, so a tensor's last beat may carry up to
 ``dma_rows - 1`` rows past its end: blocks start on a multiple of ``banks`` rows
@@ -42,7 +50,7 @@ from gen.compiler.program import CompileError, Program, Run
 from gen.design.config import FettaConfig
 from gen.design.control import Clock, dma_cycles
 from gen.design.timing import Timeline, program_cycles
-from gen.design.isa import BOUND_BITS, OVERHEAD, Geometry, Instr, Opcode, dma_load, dma_store, halt
+from gen.design.isa import BOUND_BITS, OVERHEAD, Flag, Geometry, Instr, Opcode, dma_load, dma_store, halt, out_max
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,8 @@ class Transfer:
     dram: int
     #: the host packs the image into ``dram`` before the job (a load not fed by a read-back region)
     host_packed: bool = False
+    #: a store no load needs (a result): it may wait for a job that computes (module docstring)
+    late: bool = False
 
 
 @dataclass
@@ -78,6 +88,11 @@ class DmaProgram:
     jobs: list[Job]
     #: DRAM bytes the regions take (from address 0)
     dram_bytes: int
+    #: (run, name) of the host writes not loaded: the image is still in the half (module docstring)
+    resident: list[tuple[int, str]] = field(default_factory=list)
+    #: indices into ``source.host_ops`` of the operations only results need: the host does them
+    #: after the last job (their inputs may be ``late`` stores)
+    final_ops: frozenset[int] = frozenset()
 
 
 def _region(layout: Layout, geo: Geometry, row_bytes: int) -> int:
@@ -126,12 +141,15 @@ class _Placer:
         """Index of the first job on ``half`` from index ``after`` on with room in the instruction
         memory for ``n`` more transfers (a new DMA-only job if none)."""
         for k in range(max(after, 0), len(self.jobs)):
-            job = self.jobs[k]
-            body = 0 if job.run is None else len(self.prog.runs[job.run].program) - 1
-            if job.half == half and body + len(job.transfers) + n <= self.depth - 1:
+            if self._fits(k, half, n):
                 return k
         self.jobs.append(Job(half, None))
         return len(self.jobs) - 1
+
+    def _fits(self, k: int, half: int, n: int) -> bool:
+        job = self.jobs[k]
+        body = 0 if job.run is None else len(self.prog.runs[job.run].program) - 1
+        return job.half == half and body + len(job.transfers) + n <= self.depth - 1
 
     def place_store(self, j: int, transfers: list[Transfer]) -> int:
         """The job of run ``j``'s stores (placed on first use in the first job on the other half after
@@ -145,10 +163,36 @@ class _Placer:
         self.store_job[j] = k
         return k
 
+    def place_late(self, j: int, transfers: list[Transfer]) -> None:
+        """Run ``j``'s late stores, placed after every load (runs in descending order: a job put in
+        shifts only later runs' jobs): in the first job on the other half after the run that
+        computes, before the half is written again (the next run on it, or a job loading into it:
+        a job's stores go before its loads); else in the first job there with room; else in a new
+        DMA-only job right after the run."""
+        if not transfers:
+            return
+        h = self.prog.runs[j].half
+        window = []
+        for k in range(self.run_job[j] + 1, len(self.jobs)):
+            job = self.jobs[k]
+            if job.half == h and job.run is not None:
+                break
+            if self._fits(k, 1 - h, len(transfers)):
+                window.append(k)
+            if job.half == 1 - h and any(t.load for t in job.transfers):
+                break
+        k = next((k for k in window if self.jobs[k].run is not None), window[0] if window else None)
+        if k is None:
+            k = self.run_job[j] + 1
+            self.jobs.insert(k, Job(1 - h, None))
+        self.jobs[k].transfers += transfers
+
     def place_loads(self, i: int, transfers: list[Transfer], after: int, sources: set[int], stores) -> None:
         """Run ``i``'s loads: in the first job on the other half after every earlier run on its half
         and their stores, after the stores of ``sources`` (read-back regions it loads from) and
-        strictly after the stores of runs ``0 .. after`` (the host works on their data between jobs)."""
+        strictly after the stores of runs ``0 .. after`` (the host works on their data between jobs);
+        where that is a DMA-only job, in the first job after it that computes, if one comes before
+        run ``i`` (a DMA-only job's transfers are all stall; moving them never lengthens the jobs)."""
         h = self.prog.runs[i].half
         lo = 0
         for j in range(i):
@@ -159,32 +203,42 @@ class _Placer:
         for j in range(after + 1):
             lo = max(lo, self.place_store(j, stores(j)) + 1)
         if transfers:
-            self.jobs[self._first_job(1 - h, lo, len(transfers))].transfers += transfers
+            k = self._first_job(1 - h, lo, len(transfers))
+            if self.jobs[k].run is None:      # a DMA-only job: a later one that computes hides them
+                k = next((q for q in range(k + 1, len(self.jobs))
+                          if self.jobs[q].run is not None and self._fits(q, 1 - h, len(transfers))), k)
+            self.jobs[k].transfers += transfers
 
 
-def lower_dma(prog: Program, config: FettaConfig, early: bool | None = None) -> DmaProgram:
+def lower_dma(prog: Program, config: FettaConfig, early: bool | None = None, resident: bool = True,
+              late: bool | None = None) -> DmaProgram:
     """The jobs of ``prog`` with DMA instructions in place of the host's writes and reads. ``early``
-    chooses the placement of a run's loads (:func:`_lower`); ``None``: of both, the one with fewer
-    cycles (the later placement on a tie)."""
-    if early is not None:
-        return _lower(prog, config, early)
-    if all(len(set(deps)) < 2 for deps in prog.each_write_deps()):
-        return _lower(prog, config, False)     # no run whose loads need data from different runs: one way
-    chosen = prog.__dict__.setdefault("_dma_early", {})    # a program is lowered for timing, then to run
-    key = repr(config)
+    chooses the placement of a run's loads and ``late`` that of the stores no load needs
+    (:func:`_lower`); ``None``: of both, the one with fewer cycles (``False`` on a tie).
+    ``resident=False`` loads every host write, also an image still in its half (module docstring;
+    for comparison)."""
+    mixed = any(len(set(deps)) > 1 for deps in prog.each_write_deps())
+    earlies = [early] if early is not None else [False, True] if mixed else [False]
+    lates = [late] if late is not None else [False, True]
+    if len(earlies) * len(lates) == 1:
+        return _lower(prog, config, earlies[0], lates[0], resident=resident)
+    chosen = prog.__dict__.setdefault("_dma_choice", {})    # a program is lowered for timing, then to run
+    key = (repr(config), early, resident, late)
     if key in chosen:
-        return _lower(prog, config, chosen[key])
-    lowered = {e: _lower(prog, config, e) for e in (False, True)}
-    chosen[key] = min(lowered, key=lambda e: (dma_timeline(lowered[e], config).cycles, e))
+        return _lower(prog, config, *chosen[key], resident=resident)
+    lowered = {(e, lt): _lower(prog, config, e, lt, resident=resident) for e in earlies for lt in lates}
+    chosen[key] = min(lowered, key=lambda k: (dma_timeline(lowered[k], config).cycles, k))
     return lowered[chosen[key]]
 
 
-def _lower(prog: Program, config: FettaConfig, early: bool) -> DmaProgram:
-    """:func:`lower_dma` with one placement of the loads. ``early``: a run's loads go in groups by
-    the run after which the host has their data, each as early as that allows (inputs do not wait
-    for a spill the same run reloads); else all of them after the latest such run. Early loads can
-    lengthen the job they join, which is why both are tried (ATIS TT train: 15,241 -> 14,319
-    cycles early; UCF BT fp 125,010 late against 130,214 early)."""
+def _lower(prog: Program, config: FettaConfig, early: bool, late: bool = True, *, resident: bool = True) -> DmaProgram:
+    """:func:`lower_dma` with one placement of the loads and the stores. ``early``: a run's loads
+    go in groups by the run after which the host has their data, each as early as that allows
+    (inputs do not wait for a spill the same run reloads); else all of them after the latest such
+    run. ``late``: the stores no load needs wait for a job that computes (module docstring); else
+    they go with the run's other stores. Either can lengthen the job it fills, which is why
+    :func:`lower_dma` tries them (ATIS TT train: 15,213 cycles with neither, 14,319 with early
+    loads, 14,356 with both)."""
     geo = Geometry.of(config)
     prog = _room(prog, geo)
     row_bytes = geo.lanes * config.elem_bits // 8
@@ -196,16 +250,20 @@ def _lower(prog: Program, config: FettaConfig, early: bool) -> DmaProgram:
         return addr
 
     stores: list[list[Transfer]] = []
+    need, final_ops = needed(prog)
     for i, run in enumerate(prog.runs):
         for rd in run.reads:
             if rd.addr % geo.dma_rows:
                 raise CompileError(f"run {i} reads {rd.name} from row {rd.addr}, not a multiple of "
                                    f"dma_rows={geo.dma_rows}", field="program")
-        stores.append([Transfer(False, i, rd.name, rd.layout, rd.addr, region(rd.layout)) for rd in run.reads])
+        stores.append([Transfer(False, i, rd.name, rd.layout, rd.addr, region(rd.layout),
+                                late=late and rd.name not in need) for rd in run.reads])
     placer = _Placer(prog, geo.imem_depth)
     deps = prog.each_write_deps()
     latest: dict[str, Transfer] = {}       # name -> its newest read-back region
     renamed = _host_written(prog)
+    halves = _Residency(prog)
+    kept: list[tuple[int, str]] = []
     for i, run in enumerate(prog.runs):
         # the loads by the run after which the host has their data: each group as early as it can go
         groups: dict[int, tuple[list[Transfer], set[int]]] = {}
@@ -213,6 +271,10 @@ def _lower(prog: Program, config: FettaConfig, early: bool) -> DmaProgram:
             if w.addr % geo.dma_rows:
                 raise CompileError(f"run {i} writes {w.name} at row {w.addr}, not a multiple of "
                                    f"dma_rows={geo.dma_rows}", field="program")
+            if resident and halves.holds(run.half, w):
+                kept.append((i, w.name))
+                continue
+            halves.load(run.half, w)
             loads, sources = groups.setdefault(dep, ([], set()))
             src = latest.get(w.name)
             if src is not None and src.layout == w.layout and (w.name, src.run) not in renamed:
@@ -222,15 +284,97 @@ def _lower(prog: Program, config: FettaConfig, early: bool) -> DmaProgram:
                 loads.append(Transfer(True, i, w.name, w.layout, w.addr, region(w.layout), host_packed=True))
         for dep in sorted(groups) or [-1]:
             loads, sources = groups.get(dep, ([], set()))
-            placer.place_loads(i, loads, dep, sources, lambda j: stores[j])
+            placer.place_loads(i, loads, dep, sources, lambda j: [t for t in stores[j] if not t.late])
         placer.jobs.append(Job(run.half, i))
         placer.run_job[i] = len(placer.jobs) - 1
         for t in stores[i]:
             latest[t.name] = t
+        halves.ran(i, geo)
     for j in range(len(prog.runs)):
-        placer.place_store(j, stores[j])
-    jobs = _programs(placer.jobs, prog, geo, row_bytes)
-    return DmaProgram(prog, jobs, top)
+        placer.place_store(j, [t for t in stores[j] if not t.late])
+    for j in reversed(range(len(prog.runs))):
+        placer.place_late(j, [t for t in stores[j] if t.late])
+    jobs = _programs([j for j in placer.jobs if j.run is not None or j.transfers], prog, geo, row_bytes)
+    return DmaProgram(prog, jobs, top, kept, frozenset(final_ops if late else ()))
+
+
+def needed(prog: Program) -> tuple[set[str], list[int]]:
+    """The names whose read-back a later load may need: those written by a run, and the inputs of
+    the host operations making a needed name (slices, concatenations, derived tensors from the
+    parts of their source result); and the indices of the host operations making none of them."""
+    def inputs(kind: str, args: tuple) -> list[str]:
+        if kind == "slice":
+            return [args[0]]
+        if kind == "concat":
+            return [name for name, _ in args[3]]
+        if kind == "derive":
+            return [part[0] for part in prog.results[args[1]]]
+        return []
+
+    def output(kind: str, args: tuple) -> str | None:
+        return args[1] if kind == "slice" else args[0] if kind in ("concat", "derive", "eye") else None
+
+    need = {w.name for run in prog.runs for w in run.writes}
+    grown = True
+    while grown:
+        grown = False
+        for _, kind, args in prog.host_ops:
+            if output(kind, args) in need:
+                new = set(inputs(kind, args)) - need
+                need |= new
+                grown |= bool(new)
+    final = [k for k, (_, kind, args) in enumerate(prog.host_ops)
+             if kind in ("slice", "concat", "derive") and output(kind, args) not in need]
+    return need, final
+
+
+class _Residency:
+    """Which host images each half still holds (module docstring): per half, the loaded images by
+    ``(name, layout, row)`` with the version of the name's host value they hold. A read-back of a
+    name or a host operation making it is a new version; a run's writes to its half's rows drop the
+    images they touch."""
+
+    def __init__(self, prog: Program):
+        self.prog = prog
+        self.held: list[dict[tuple[str, Layout, int], int]] = [{}, {}]
+        self.version: dict[str, int] = {}
+        self.ops: dict[int, list[str]] = {}
+        for r, kind, args in prog.host_ops:
+            if kind in ("slice", "concat", "derive", "eye"):
+                self.ops.setdefault(r, []).append(args[1] if kind == "slice" else args[0])
+
+    def holds(self, half: int, w) -> bool:
+        return self.held[half].get((w.name, w.layout, w.addr)) == self.version.get(w.name, 0)
+
+    def load(self, half: int, w) -> None:
+        self._drop(half, [(w.addr, w.addr + w.layout.rows)])
+        self.held[half][(w.name, w.layout, w.addr)] = self.version.get(w.name, 0)
+
+    def ran(self, i: int, geo: Geometry) -> None:
+        run = self.prog.runs[i]
+        self._drop(run.half, unified_writes(run.program, geo))
+        for name in [rd.name for rd in run.reads] + self.ops.get(i, []):
+            self.version[name] = self.version.get(name, 0) + 1
+
+    def _drop(self, half: int, spans: list[tuple[int, int]]) -> None:
+        held = self.held[half]
+        for key in [k for k in held if any(lo < k[2] + k[1].rows and k[2] < hi for lo, hi in spans)]:
+            del held[key]
+
+
+def unified_writes(program: list[Instr], geo: Geometry) -> list[tuple[int, int]]:
+    """Row spans ``[lo, hi)`` of its half that ``program`` may write (a superset: strides are
+    unsigned, so a span runs from the base to the largest address): ``STORE`` destinations, ``VEC``
+    and ``GEMM`` write-backs (a transposed write-back permutes values, not rows)."""
+    spans = []
+    for ins in program:
+        if ins.opcode == Opcode.STORE:
+            spans.append((ins.a_base, ins.a_base + (ins.K * geo.banks - 1) * ins.a_sk + 1))
+        elif ins.opcode == Opcode.VEC and ins.flags & Flag.WB:
+            spans.append((ins.w_base, ins.w_base + (ins.K * geo.vec_rows - 1) * ins.o_sk + 1))
+        elif ins.opcode == Opcode.GEMM and ins.flags & Flag.WB:
+            spans.append((ins.w_base, ins.w_base + out_max(ins, geo) + 1))
+    return spans
 
 
 def dma_timeline(dprog: DmaProgram, config: FettaConfig) -> Timeline:
@@ -383,4 +527,5 @@ def _cycles(body: list[Instr], todo: list[Instr], pos: list[int], geo: Geometry)
     return c + 1
 
 
-__all__ = ["dma_timeline", "hardware_timeline", "Transfer", "Job", "DmaProgram", "lower_dma", "hardware_cycles", "dma_room"]
+__all__ = ["dma_timeline", "hardware_timeline", "Transfer", "Job", "DmaProgram", "lower_dma", "hardware_cycles", "dma_room",
+           "unified_writes", "needed"]

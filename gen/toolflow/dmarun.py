@@ -2,8 +2,10 @@
 
 :func:`execute_dma` runs the jobs on the emulator against its ``dram``: before a job the host packs
 the images its loads need that no run stored (inputs, host slices, derived tensors) into their DRAM
-regions; after a job it unpacks what the job's stores left in DRAM and does the host operations of
-the runs whose data is then complete. The end-to-end cycles are the sum of the jobs' cycles: the
+regions (and checks that the images the lowering left in a half, instead of loading them again,
+are the host's); after a job it unpacks what the job's stores left in DRAM and does the host operations of
+the runs whose data is then complete (those only results need, :func:`gen.compiler.dma.needed`,
+after the last job: their inputs may come from late stores). The end-to-end cycles are the sum of the jobs' cycles: the
 controller's own count of compute, DMA transfers and the waits between them
 (:class:`gen.design.control.Clock`), with nothing added by a formula.
 
@@ -47,7 +49,11 @@ def execute_dma(dprog: DmaProgram, inputs: Mapping[str, np.ndarray], config: Fet
     dram_in = np.zeros(len(emu.dram), np.uint8)
     stored = np.zeros(len(emu.dram), bool)
     host = HostStore(prog, inputs, derive)
-    pending = {i: len(run.reads) for i, run in enumerate(prog.runs)}
+    # the stores the host operations after each run wait for (a late store feeds only results)
+    pending = {i: 0 for i in range(len(prog.runs))}
+    for job in dprog.jobs:
+        for t in job.transfers:
+            pending[t.run] += not t.load and not t.late
     ran, next_ops = set(), 0
     trace, jobs, tcu = [], [], 0
     for k, job in enumerate(dprog.jobs):
@@ -56,6 +62,8 @@ def execute_dma(dprog: DmaProgram, inputs: Mapping[str, np.ndarray], config: Fet
                 emu.write_dram(t.dram, host.pack(emu, t.name, t.layout))
                 n = -(-t.layout.rows // geo.dma_rows) * geo.dma_bytes
                 dram_in[t.dram:t.dram + n] = emu.dram[t.dram:t.dram + n]
+        if job.run is not None:
+            _check_resident(emu, host, prog, job, dprog.resident)
         words = assemble(job.program)
         emu.load_program(words)
         r = emu.run(half=job.half)
@@ -70,9 +78,9 @@ def execute_dma(dprog: DmaProgram, inputs: Mapping[str, np.ndarray], config: Fet
                 host.unpack(emu, t.name, t.layout, bits, unknown, f"run {t.run} stores {t.name}")
                 n = -(-t.layout.rows // geo.dma_rows) * geo.dma_bytes
                 stored[t.dram:t.dram + n] = True
-                pending[t.run] -= 1
+                pending[t.run] -= not t.late
         while next_ops < len(prog.runs) and next_ops in ran and pending[next_ops] == 0:
-            host.ops(next_ops)
+            host.ops(next_ops, dprog.final_ops)
             next_ops += 1
         trace.append((r.cycles, []))
         jobs.append({"uwrites": [], "prog": words, "half": job.half, "ureads": []})
@@ -82,10 +90,25 @@ def execute_dma(dprog: DmaProgram, inputs: Mapping[str, np.ndarray], config: Fet
         raise ExecutionError("emulator cycles differ from the static timing of the jobs", field="program")
     if next_ops != len(prog.runs):
         raise ExecutionError(f"the host operations after run {next_ops} never ran", field="program")
+    host.do(sorted(dprog.final_ops))
     # every job's cycles equal its static count (checked above): the compiler's and the model's timeline
     timeline = dma_timeline(dprog, config)
     return DmaExecution(host.results(), timeline, tcu, len(dprog.jobs), trace, jobs,
                         dram_in=dram_in, dram_out=emu.dram.copy(), stored=stored & ~emu.dram_x)
+
+
+def _check_resident(emu: Emulator, host: HostStore, prog, job, resident) -> None:
+    """The writes of ``job``'s run that the lowering left in the half hold the host's image, every
+    element known (the lowering's claim, checked before the run starts)."""
+    for run, name in resident:
+        if run != job.run:
+            continue
+        w = next(w for w in prog.runs[run].writes if w.name == name)
+        rows = slice(w.addr, w.addr + w.layout.rows)
+        if emu.unified_x[job.half][rows].any() or \
+                not np.array_equal(emu.unified[job.half][rows], host.pack(emu, name, w.layout)):
+            raise ExecutionError(f"run {run}'s {name} is not in its half as the DMA lowering assumed",
+                                 field="program")
 
 
 def rtl_check_dma(ex: DmaExecution, config: FettaConfig, sim: str, trace=None, stats: dict | None = None) -> bool:

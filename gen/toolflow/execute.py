@@ -120,8 +120,8 @@ class HostStore:
         self.prog, self.derive = prog, derive
         self.store: dict[str, tuple[np.ndarray, tuple[str, ...]]] = {}
         self.ops_after: dict[int, list] = {}
-        for r, kind, args in prog.host_ops:
-            self.ops_after.setdefault(r, []).append((kind, args))
+        for k, (r, kind, args) in enumerate(prog.host_ops):
+            self.ops_after.setdefault(r, []).append((k, kind, args))
         derived = {args[0] for _, kind, args in prog.host_ops if kind == "derive"}
         if derived and derive is None:
             raise ExecutionError(f"the program derives {', '.join(sorted(derived))} on the host: pass derive",
@@ -141,10 +141,15 @@ class HostStore:
         modes = prog.input_modes[name]
         self.store[name] = (arr.reshape([prog.sizes[m] for m in modes]), modes)
 
-    def ops(self, run: int) -> None:
-        """The host operations after run ``run`` (``-1``: before the first), in order: a derived
-        tensor may be sliced next."""
-        for kind, args in self.ops_after.get(run, ()):
+    def ops(self, run: int, skip: frozenset[int] = frozenset()) -> None:
+        """The host operations after run ``run`` (``-1``: before the first), in order, but those
+        whose index in ``prog.host_ops`` is in ``skip``: a derived tensor may be sliced next."""
+        self.do([k for k, _, _ in self.ops_after.get(run, ()) if k not in skip])
+
+    def do(self, which) -> None:
+        """The host operations with these indices in ``prog.host_ops``, in that order."""
+        for k in which:
+            _, kind, args = self.prog.host_ops[k]
             if kind == "derive":
                 name, src = args
                 self.load(name, self.derive(name, _assemble(self.prog.results[src], self.store, 1)))
