@@ -27,9 +27,9 @@ the whole layer are the hardware's own count (the emulator's ``Clock``, equal to
   tensor in the layout the chip stored it in is loaded straight from that read-back region (a
   spill comes back without the host). Regions are ``dma_bytes`` aligned;
 * a store that no load needs, directly or through host operations (a result, :func:`needed`),
-  is *late*: it goes in the first job on the other half after its run that computes, if one
-  comes before the half is written again (the next run on it, or a job loading into it), instead of
-  a DMA-only job; the host operations that only results need wait for the last job;
+  is *late*: it goes in a job that computes, on the other half, before its rows are written again
+  (:meth:`_Placer.place_late`), instead of a DMA-only job; the host operations that only results
+  need wait for the last job;
 * a write whose image is still in its half, at its rows, from an earlier load (the same tensor in
   the same layout, with no read-back or host operation of that name since, and no run on the half
   writing any of its rows: :func:`unified_writes`) is not loaded again (``DmaProgram.resident``):
@@ -50,7 +50,8 @@ from gen.compiler.program import CompileError, Program, Run
 from gen.design.config import FettaConfig
 from gen.design.control import Clock, dma_cycles
 from gen.design.timing import Timeline, program_cycles
-from gen.design.isa import BOUND_BITS, OVERHEAD, Flag, Geometry, Instr, Opcode, dma_load, dma_store, halt, out_max
+from gen.design.isa import (BOUND_BITS, OVERHEAD, Flag, Geometry, Instr, Opcode, dma_load, dma_store, dram_rate, halt,
+                            out_max)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class _Placer:
         self.jobs: list[Job] = []
         self.run_job: dict[int, int] = {}
         self.store_job: dict[int, int] = {}
+        self.compute: dict[int, int] = {}
 
     def _first_job(self, half: int, after: int, n: int = 0) -> int:
         """Index of the first job on ``half`` from index ``after`` on with room in the instruction
@@ -163,29 +165,50 @@ class _Placer:
         self.store_job[j] = k
         return k
 
-    def place_late(self, j: int, transfers: list[Transfer]) -> None:
+    def place_late(self, j: int, transfers: list[Transfer], geo: Geometry, config: FettaConfig) -> None:
         """Run ``j``'s late stores, placed after every load (runs in descending order: a job put in
-        shifts only later runs' jobs): in the first job on the other half after the run that
-        computes, before the half is written again (the next run on it, or a job loading into it:
-        a job's stores go before its loads); else in the first job there with room; else in a new
-        DMA-only job right after the run."""
+        shifts only later runs' jobs). Candidates: the jobs on the other half after the run until
+        one loads into the stored rows (its stores go before its loads) or a run on the half
+        writes them (:func:`unified_writes`). Of those that compute, the one whose compute leaves
+        the most room beside its DMA work; else the first candidate; else a new DMA-only job right
+        after the run."""
         if not transfers:
             return
         h = self.prog.runs[j].half
+        rows = [(t.row, t.row + t.layout.rows) for t in transfers]
+
+        def hits(spans) -> bool:
+            return any(lo < b and a < hi for lo, hi in spans for a, b in rows)
+
         window = []
         for k in range(self.run_job[j] + 1, len(self.jobs)):
             job = self.jobs[k]
-            if job.half == h and job.run is not None:
-                break
+            if job.half == h:
+                if job.run is not None and hits(unified_writes(self.prog.runs[job.run].program, geo)):
+                    break
+                continue
             if self._fits(k, 1 - h, len(transfers)):
                 window.append(k)
-            if job.half == 1 - h and any(t.load for t in job.transfers):
+            if hits([(t.row, t.row + t.layout.rows) for t in job.transfers if t.load]):
                 break
-        k = next((k for k in window if self.jobs[k].run is not None), window[0] if window else None)
-        if k is None:
+        computing = [k for k in window if self.jobs[k].run is not None]
+        if computing:
+            k = max(computing, key=lambda q: (self._room_cycles(q, geo, config), -q))
+        elif window:
+            k = window[0]
+        else:
             k = self.run_job[j] + 1
             self.jobs.insert(k, Job(1 - h, None))
         self.jobs[k].transfers += transfers
+
+    def _room_cycles(self, k: int, geo: Geometry, config: FettaConfig) -> float:
+        """Compute cycles of job ``k``'s run less the DMA cycles of its transfers so far (at the
+        configured rate, fixed costs left out): how much more DMA work it hides."""
+        job = self.jobs[k]
+        if job.run not in self.compute:
+            self.compute[job.run] = program_cycles(self.prog.runs[job.run].program, config)
+        beats = sum(-(-t.layout.rows // geo.dma_rows) for t in job.transfers)
+        return self.compute[job.run] - beats / float(dram_rate(config))
 
     def place_loads(self, i: int, transfers: list[Transfer], after: int, sources: set[int], stores) -> None:
         """Run ``i``'s loads: in the first job on the other half after every earlier run on its half
@@ -238,7 +261,7 @@ def _lower(prog: Program, config: FettaConfig, early: bool, late: bool = True, *
     run. ``late``: the stores no load needs wait for a job that computes (module docstring); else
     they go with the run's other stores. Either can lengthen the job it fills, which is why
     :func:`lower_dma` tries them (ATIS TT train: 15,213 cycles with neither, 14,319 with early
-    loads, 14,356 with both)."""
+    loads, 14,145 with both)."""
     geo = Geometry.of(config)
     prog = _room(prog, geo)
     row_bytes = geo.lanes * config.elem_bits // 8
@@ -293,7 +316,7 @@ def _lower(prog: Program, config: FettaConfig, early: bool, late: bool = True, *
     for j in range(len(prog.runs)):
         placer.place_store(j, [t for t in stores[j] if not t.late])
     for j in reversed(range(len(prog.runs))):
-        placer.place_late(j, [t for t in stores[j] if t.late])
+        placer.place_late(j, [t for t in stores[j] if t.late], geo, config)
     jobs = _programs([j for j in placer.jobs if j.run is not None or j.transfers], prog, geo, row_bytes)
     return DmaProgram(prog, jobs, top, kept, frozenset(final_ops if late else ()))
 
