@@ -2,7 +2,8 @@
 
 ``python -m benchmarks layers [--write-docs] [--layers a,b] [--phases fp,bp,wg,train] [--set KEY=VALUE]`` prints, per
 layer and phase, as ``fetta run`` compiles and runs it (``--dram dma``: the runs move their own data by
-DMA instructions, ``gen/compiler/dma.py``): end-to-end cycles (the jobs' own count, which the RTL
+DMA instructions, ``gen/compiler/dma.py``; a ``dense`` layer as ``fetta run --dram dma`` runs it, compiled as
+a two-tensor network, not by the GEMM tiler): end-to-end cycles (the jobs' own count, which the RTL
 reproduces), compute cycles (the runs without their DMA instructions), DRAM stall cycles, useful MACs, utilization
 ``macs / (cycles * num_macs)`` and the same over compute cycles alone, the deviation of
 ``fetta model --arch fetta`` (the lowered program's static count) from the emulator, on-chip traffic (unified rows read by IA/IB, multicast
@@ -151,9 +152,6 @@ def main(argv=None) -> int:
     for name in args.layers.split(","):
         spec = load_spec(HERE / "layers" / f"{name}.json")
         for phase in args.phases.split(","):
-            if spec.format == "dense":
-                lines.append(f"| {spec.name} | {phase} | see docs/accelerator.md (dense GEMM tiler) |" + blank)
-                break
             try:
                 r = measure(spec, phase, config)
             except FettaError as e:

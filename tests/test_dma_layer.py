@@ -39,6 +39,7 @@ SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, i
 NARROW = SMALL.replace(dma_data_bits=128, dma_burst=4, dma_outstanding=2, dram_latency=6, imem_depth=64)
 TT = {"format": "tt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 4, "batch": 8}
 BT = {"format": "bt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 3, "blocks": 2, "batch": 8}
+DENSE = {"format": "dense", "in_modes": [24], "out_modes": [20], "batch": 12}
 
 
 def lowered(spec, phase, config, early=None, late=None, **kw):
@@ -288,7 +289,13 @@ def test_cli_dma_json(tmp_path, capsys):
     assert run["dram_bytes"] == model["dram_bytes"] and run["cycles"] == model["cycles"]
     dense = tmp_path / "d.json"
     dense.write_text(json.dumps({"format": "dense", "in_modes": [8], "out_modes": [8], "batch": 4}))
-    assert main(["run", "--spec", str(dense), "--dram", "dma"]) == 2
+    # a dense layer with --dram dma: compiled as a two-tensor network, run as DMA jobs, timed by them
+    assert main(["run", "--spec", str(dense), "--phase", "train", "--dram", "dma", "--json"]) == 0
+    dma = json.loads(capsys.readouterr().out)
+    assert dma["format"] == "dense" and dma["dram"] == "dma" and dma["jobs"] > 0 and dma["max_rel_err"] < 1e-2
+    assert main(["model", "--spec", str(dense), "--phase", "train", "--dram", "dma", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cycles"] == dma["cycles"]
+    assert main(["run", "--spec", str(dense), "--pieces", "2"]) == 2     # the GEMM tiler has its own passes
     # a dense layer runs through the host port with the DRAM rule: the model says the same by default
     assert main(["run", "--spec", str(dense), "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
@@ -299,11 +306,12 @@ def test_cli_dma_json(tmp_path, capsys):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("phase, config, kw, layer", [("train", SMALL, {}, TT), ("fp", NARROW, {"pieces": 4}, TT),
-                                                      ("wg", SMALL, {}, BT)])
+                                                      ("wg", SMALL, {}, BT), ("train", SMALL, {}, DENSE)])
 def test_rtl_icarus(phase, config, kw, layer):
     """RTL (Icarus) == emulator on DMA jobs: every job's cycles and error, and every byte the stores
     wrote to the bench's AXI4 RAM (a 256-bit port, and a 128-bit one with gaps between bursts; a
-    block-term layer's stacked networks, whose stacked core gradients the host splits)."""
+    block-term layer's stacked networks, whose stacked core gradients the host splits; a dense layer
+    compiled as a two-tensor network, as ``fetta run --dram dma`` runs it)."""
     spec = parse_spec(dict(layer, batch=16) if kw else layer)
     for ph in (["fp", "bp", "wg"] if phase == "train" else [phase]):
         prog, _, ex = lowered(spec, ph, config, **kw)

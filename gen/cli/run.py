@@ -2,7 +2,8 @@
 
 Every format runs: ``dense`` specs keep the dedicated GEMM tiler (each phase one GEMM (``fp``: ``Y = X @ W``; ``bp``:
 ``dX = dY @ W.T``; ``wg``: ``dcore_0 = X.T @ dY``) tiled over all CEs by
-:mod:`gen.compiler.gemm`. ``--sim emulator`` runs the instruction-level emulator;
+:mod:`gen.compiler.gemm`), or with ``--dram dma`` are compiled as a two-tensor network and run as DMA
+jobs like the tensorized formats. ``--sim emulator`` runs the instruction-level emulator;
 ``--sim icarus|verilator`` runs the emitted Verilog of the whole accelerator
 under cocotb, the host played in Verilog (``sim/host_player.py``). The other formats (``tt, tr, ttm, ht, bt,
 tucker``) go through :mod:`gen.compiler` (pairwise contractions along the CSSE's MAC-optimal
@@ -58,7 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "own data and the compiler chooses its variants by that count: the cycles are the "
                         "controller's own, as the RTL runs them (docs/compiler.md \"DMA lowering\"); rule: the host "
                         "writes each run's operands and reads its results, DRAM time added by the rule of "
-                        "gen/design/timing.py (the compiler's fast estimate; docs/compiler.md compares the two)")
+                        "gen/design/timing.py (the compiler's fast estimate; docs/compiler.md compares the two). "
+                        "dense: without it the GEMM tiler (host port, DRAM rule); dma compiles the layer as a "
+                        "two-tensor network and runs it as DMA jobs like the tensorized formats")
     p.add_argument("--path", default="optimal", choices=PATHS,
                    help="tensorized formats: contraction order, the CSSE's (default optimal) or a fixed one "
                         "(btt, ette, left, right, tetrix: gen/search/baselines.py; a fixed order skips the training-aware "
@@ -80,13 +83,13 @@ def main(args: argparse.Namespace) -> int:
     given = read_inputs(args.inputs, spec) if args.inputs is not None else {}
     inputs = {**random_inputs(spec, args.seed), **given}
     source = {"file": args.inputs, "keys": sorted(given), "seed": args.seed}
-    if spec.format != "dense":
+    if spec.format != "dense" or args.dram == "dma":
         return run_compiled(args, spec, config, inputs, source, trace)
     for opt, given_ in (("--pieces", args.pieces is not None), ("--relayout", args.relayout != "auto"),
                         ("--path", args.path != "optimal"), ("--dram", args.dram is not None)):
         if given_:
-            raise UsageError("--pieces, --relayout, --path and --dram apply to tensorized formats (the dense GEMM tiler "
-                             "has its own passes)", field=opt)
+            raise UsageError("--pieces, --relayout, --path and --dram rule apply to tensorized formats, and to dense "
+                             "ones with --dram dma (the dense GEMM tiler has its own passes)", field=opt)
     golden = compute(spec, inputs, phases=phases)
     t0 = time.perf_counter()
     r = run_dense(config, inputs, phases, args.sim, show_progress=not args.json, trace=trace)
