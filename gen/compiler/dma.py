@@ -132,8 +132,8 @@ def _groups(transfers: list[Transfer], geo: Geometry, row_bytes: int) -> list[li
 class _Placer:
     """Where each run's loads and stores go (module docstring)."""
 
-    def __init__(self, prog: Program, depth: int):
-        self.prog, self.depth = prog, depth
+    def __init__(self, prog: Program, depth: int, writes: list[list[tuple[int, int]]]):
+        self.prog, self.depth, self.writes = prog, depth, writes
         self.jobs: list[Job] = []
         self.run_job: dict[int, int] = {}
         self.store_job: dict[int, int] = {}
@@ -175,21 +175,17 @@ class _Placer:
         if not transfers:
             return
         h = self.prog.runs[j].half
-        rows = [(t.row, t.row + t.layout.rows) for t in transfers]
-
-        def hits(spans) -> bool:
-            return any(lo < b and a < hi for lo, hi in spans for a, b in rows)
-
+        rows = [_rows(t) for t in transfers]
         window = []
         for k in range(self.run_job[j] + 1, len(self.jobs)):
             job = self.jobs[k]
             if job.half == h:
-                if job.run is not None and hits(unified_writes(self.prog.runs[job.run].program, geo)):
+                if job.run is not None and _overlap(self.writes[job.run], rows):
                     break
                 continue
             if self._fits(k, 1 - h, len(transfers)):
                 window.append(k)
-            if hits([(t.row, t.row + t.layout.rows) for t in job.transfers if t.load]):
+            if _overlap([_rows(t) for t in job.transfers if t.load], rows):
                 break
         computing = [k for k in window if self.jobs[k].run is not None]
         if computing:
@@ -281,11 +277,12 @@ def _lower(prog: Program, config: FettaConfig, early: bool, late: bool = True, *
                                    f"dma_rows={geo.dma_rows}", field="program")
         stores.append([Transfer(False, i, rd.name, rd.layout, rd.addr, region(rd.layout),
                                 late=late and rd.name not in need) for rd in run.reads])
-    placer = _Placer(prog, geo.imem_depth)
+    writes = [unified_writes(run.program, geo) for run in prog.runs]      # each run's rows of its half
+    placer = _Placer(prog, geo.imem_depth, writes)
     deps = prog.each_write_deps()
     latest: dict[str, Transfer] = {}       # name -> its newest read-back region
     renamed = _host_written(prog)
-    halves = _Residency(prog)
+    halves = _Residency(prog, writes)
     kept: list[tuple[int, str]] = []
     for i, run in enumerate(prog.runs):
         # the loads by the run after which the host has their data: each group as early as it can go
@@ -312,7 +309,7 @@ def _lower(prog: Program, config: FettaConfig, early: bool, late: bool = True, *
         placer.run_job[i] = len(placer.jobs) - 1
         for t in stores[i]:
             latest[t.name] = t
-        halves.ran(i, geo)
+        halves.ran(i)
     for j in range(len(prog.runs)):
         placer.place_store(j, [t for t in stores[j] if not t.late])
     for j in reversed(range(len(prog.runs))):
@@ -334,21 +331,28 @@ def needed(prog: Program) -> tuple[set[str], list[int]]:
             return [part[0] for part in prog.results[args[1]]]
         return []
 
-    def output(kind: str, args: tuple) -> str | None:
-        return args[1] if kind == "slice" else args[0] if kind in ("concat", "derive", "eye") else None
-
     need = {w.name for run in prog.runs for w in run.writes}
-    grown = True
-    while grown:
-        grown = False
-        for _, kind, args in prog.host_ops:
-            if output(kind, args) in need:
-                new = set(inputs(kind, args)) - need
-                need |= new
-                grown |= bool(new)
+    for _, kind, args in reversed(prog.host_ops):      # an operation's inputs come before it
+        if _made(kind, args) in need:
+            need |= set(inputs(kind, args))
     final = [k for k, (_, kind, args) in enumerate(prog.host_ops)
-             if kind in ("slice", "concat", "derive") and output(kind, args) not in need]
+             if kind in ("slice", "concat", "derive") and _made(kind, args) not in need]
     return need, final
+
+
+def _made(kind: str, args: tuple) -> str | None:
+    """The host tensor a host operation makes (``None``: a re-layout, which changes no value)."""
+    return args[1] if kind == "slice" else args[0] if kind in ("concat", "derive", "eye") else None
+
+
+def _overlap(spans: list[tuple[int, int]], others: list[tuple[int, int]]) -> bool:
+    """Any of the row spans ``[lo, hi)`` of ``spans`` meets one of ``others``."""
+    return any(lo < b and a < hi for lo, hi in spans for a, b in others)
+
+
+def _rows(t: Transfer) -> tuple[int, int]:
+    """The rows ``[lo, hi)`` a transfer moves."""
+    return t.row, t.row + t.layout.rows
 
 
 class _Residency:
@@ -357,14 +361,14 @@ class _Residency:
     name or a host operation making it is a new version; a run's writes to its half's rows drop the
     images they touch."""
 
-    def __init__(self, prog: Program):
-        self.prog = prog
+    def __init__(self, prog: Program, writes: list[list[tuple[int, int]]]):
+        self.prog, self.writes = prog, writes
         self.held: list[dict[tuple[str, Layout, int], int]] = [{}, {}]
         self.version: dict[str, int] = {}
         self.ops: dict[int, list[str]] = {}
         for r, kind, args in prog.host_ops:
-            if kind in ("slice", "concat", "derive", "eye"):
-                self.ops.setdefault(r, []).append(args[1] if kind == "slice" else args[0])
+            if _made(kind, args) is not None:
+                self.ops.setdefault(r, []).append(_made(kind, args))
 
     def holds(self, half: int, w) -> bool:
         return self.held[half].get((w.name, w.layout, w.addr)) == self.version.get(w.name, 0)
@@ -373,15 +377,15 @@ class _Residency:
         self._drop(half, [(w.addr, w.addr + w.layout.rows)])
         self.held[half][(w.name, w.layout, w.addr)] = self.version.get(w.name, 0)
 
-    def ran(self, i: int, geo: Geometry) -> None:
+    def ran(self, i: int) -> None:
         run = self.prog.runs[i]
-        self._drop(run.half, unified_writes(run.program, geo))
+        self._drop(run.half, self.writes[i])
         for name in [rd.name for rd in run.reads] + self.ops.get(i, []):
             self.version[name] = self.version.get(name, 0) + 1
 
     def _drop(self, half: int, spans: list[tuple[int, int]]) -> None:
         held = self.held[half]
-        for key in [k for k in held if any(lo < k[2] + k[1].rows and k[2] < hi for lo, hi in spans)]:
+        for key in [k for k in held if _overlap(spans, [(k[2], k[2] + k[1].rows)])]:
             del held[key]
 
 
@@ -460,7 +464,7 @@ def _host_written(prog: Program) -> set[tuple[str, int]]:
     that makes a tensor of that name): a later write of the name is then not the read-back image."""
     out = set()
     for r, kind, args in prog.host_ops:
-        name = args[1] if kind == "slice" else args[0] if kind in ("concat", "derive", "eye") else None
+        name = _made(kind, args)
         if name is not None:
             out |= {(name, j) for j in range(-1, r + 1)}
     return out
