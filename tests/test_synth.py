@@ -439,3 +439,21 @@ def test_critical_path_names_the_slowest_clocked_path():
          "path": [seg("clk-to-q", 0.5, "s1_TRELLIS_FF_Q"), seg("logic", 0.2, dst="o_TRELLIS_FF_Q")]}]}
     assert critical_path(report) == "acc -> drain: 2 logic levels, 0.5 ns logic + 3.0 ns routing"
     assert critical_path({}) is None
+
+
+def test_fmax_benchmark_median_over_seeds():
+    """``python -m benchmarks fmax --seeds``: a row gives the run of median Fmax (the lower middle
+    one of an even count), the range over the seeds, ``—`` for a block with no clocked path."""
+    from benchmarks.fmax import _median_run
+
+    class Run:
+        def __init__(self, fmax):
+            self.fmax = fmax
+
+    runs = [Run(145.52), Run(141.22), Run(145.16)]
+    best, cell = _median_run(runs)
+    assert best is runs[2] and cell == "145.2 (141.2-145.5)"
+    assert _median_run([Run(100.04)])[1] == "100.0"
+    two = [Run(150.0), Run(130.0)]
+    assert _median_run(two) == (two[1], "130.0 (130.0-150.0)")
+    assert _median_run([Run(None)])[1] == "—"
