@@ -3,7 +3,7 @@
     python -m benchmarks fmax [--blocks pe ce ...] [--seeds 1 2 3] [--no-docs]
 
 Each block of ``hdl.TOPS`` is synthesized with Yosys ``synth_ecp5`` and placed and routed by
-nextpnr-ecp5 (LFE5U-85F, CABGA381, speed 6, seed 1; :mod:`gen.toolflow.fpga`, the flow of
+nextpnr-ecp5 (LFE5U-85F, CABGA381, speed 6, seed 1 or each of ``--seeds``; :mod:`gen.toolflow.fpga`, the flow of
 ``make fpga``). The arithmetic blocks use the default configuration; the networks, the units,
 the controller and the whole accelerator use ``configs/small.toml`` (the default ones do not fit
 the 85F or take hours to route). Every block is placed out of context inside a harness that
@@ -95,5 +95,6 @@ def _median_run(runs):
 
 
 def _seeds_text(seeds) -> str:
+    """The table header's words for the seeds of its rows."""
     return f"seed {seeds[0]}" if len(seeds) == 1 else (
         f"seeds {', '.join(map(str, seeds))} (median Fmax, range in brackets, the median run's path)")
