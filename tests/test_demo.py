@@ -1,5 +1,5 @@
 """The main job's RTL step (``gen.toolflow.demo.run_on_accelerator``) on the 4-CE demo design in Icarus:
-the dense tiler path and the compiler path (a small TT layer)."""
+a dense layer (compiled as a two-tensor network) and a small TT layer, both as DMA jobs."""
 
 import json
 
@@ -20,7 +20,7 @@ def test_demo_run_on_accelerator(tmp_path, layer, phase, capsys):
     assert run_on_accelerator(load_config("configs/demo.toml"), "icarus", str(spec), phase) == 0
     out = capsys.readouterr().out
     assert "bit- and cycle-exact" in out and "max rel. error vs golden" in out
-    if layer["format"] != "dense":       # step 3 by DMA jobs, step 4 the same program through the host port
-        assert "jobs moving their own data by DMA" in out
-        host = next(line for line in out.splitlines() if line.startswith("[host]"))
-        assert "results bit-equal" in host and "bit- and cycle-exact" in host and "= step 3" in host
+    # step 3 by DMA jobs, step 4 the same program through the host port
+    assert "jobs moving their own data by DMA" in out
+    host = next(line for line in out.splitlines() if line.startswith("[host]"))
+    assert "results bit-equal" in host and "bit- and cycle-exact" in host and "= step 3" in host

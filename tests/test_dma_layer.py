@@ -289,17 +289,24 @@ def test_cli_dma_json(tmp_path, capsys):
     assert run["dram_bytes"] == model["dram_bytes"] and run["cycles"] == model["cycles"]
     dense = tmp_path / "d.json"
     dense.write_text(json.dumps({"format": "dense", "in_modes": [8], "out_modes": [8], "batch": 4}))
-    # a dense layer with --dram dma: compiled as a two-tensor network, run as DMA jobs, timed by them
-    assert main(["run", "--spec", str(dense), "--phase", "train", "--dram", "dma", "--json"]) == 0
+    # a dense layer by default: compiled as a two-tensor network, run as DMA jobs, timed by them (as --dram dma)
+    assert main(["run", "--spec", str(dense), "--phase", "train", "--json"]) == 0
     dma = json.loads(capsys.readouterr().out)
     assert dma["format"] == "dense" and dma["dram"] == "dma" and dma["jobs"] > 0 and dma["max_rel_err"] < 1e-2
-    assert main(["model", "--spec", str(dense), "--phase", "train", "--dram", "dma", "--json"]) == 0
+    assert main(["run", "--spec", str(dense), "--phase", "train", "--dram", "dma", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cycles"] == dma["cycles"]
-    assert main(["run", "--spec", str(dense), "--pieces", "2"]) == 2     # the GEMM tiler has its own passes
-    # a dense layer runs through the host port with the DRAM rule: the model says the same by default
-    assert main(["run", "--spec", str(dense), "--json"]) == 0
+    assert main(["model", "--spec", str(dense), "--phase", "train", "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)
+    assert model["dram"] == "dma" and model["cycles"] == dma["cycles"]
+    assert main(["run", "--spec", str(dense), "--pieces", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pieces"] == 2
+    # --dram rule: the GEMM tiler through the host port with the DRAM rule (its own passes: no --pieces);
+    # the model's rule says the same
+    assert main(["run", "--spec", str(dense), "--dram", "rule", "--pieces", "2"]) == 2
+    assert main(["run", "--spec", str(dense), "--dram", "rule", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
-    assert main(["model", "--spec", str(dense), "--phase", "fp", "--json"]) == 0
+    assert "passes" in run and "jobs" not in run
+    assert main(["model", "--spec", str(dense), "--phase", "fp", "--dram", "rule", "--json"]) == 0
     model = json.loads(capsys.readouterr().out)
     assert model["dram"] == "rule" and model["cycles"] == run["cycles"]
 

@@ -89,7 +89,8 @@ def test_run_trace_writes_fst(tmp_path, sim):
     spec = tmp_path / "d.json"
     spec.write_text(json.dumps({"name": "d", "format": "dense", "in_modes": [10], "out_modes": [9], "batch": 7}))
     fst = tmp_path / "run.fst"
-    p = fetta("run", "--spec", str(spec), "--phase", "fp", "--sim", sim, "--trace", str(fst), "--json", *SMALL)
+    p = fetta("run", "--spec", str(spec), "--phase", "fp", "--sim", sim, "--trace", str(fst), "--dram", "rule",
+              "--json", *SMALL)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout)
     assert res["traces"] == [str(fst)] and res["passes"] == 1

@@ -6,8 +6,9 @@ capability set (:mod:`gen.compiler.capabilities`: ``fetta``, the baselines ``sig
 DMA instructions (:mod:`gen.compiler.dma`) and timed by the controller's own count, which the
 emulator and the RTL reproduce cycle for cycle - the same cycles ``fetta run`` reports for
 ``fetta``. ``--dram rule`` gives the compiler's faster estimate instead: the program's static
-instruction timing plus the DRAM transfers by the rule of :mod:`gen.design.timing` (the default
-for a dense layer, which ``fetta run``'s GEMM tiler runs through the host port and times that way).
+instruction timing plus the DRAM transfers by the rule of :mod:`gen.design.timing` (for a dense
+layer the cycles of ``fetta run --dram rule``'s GEMM tiler, which runs through the host port and is
+timed that way).
 ``--analytical`` (fetta only) gives the per-step estimate (:func:`gen.search.model_phase`) the
 search's stage 2 ranks paths with. The JSON says which in ``timing`` (``compiled`` /
 ``analytical``) and, when compiled, how DRAM was timed in ``dram``; a fetta phase that does not compile
@@ -45,10 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=positive_int, default=8, metavar="K", help="stage-1 candidates for --metric")
     p.add_argument("--steps", action="store_true", help="include the per-step mappings in the JSON")
     p.add_argument("--dram", choices=("rule", "dma"),
-                   help="compiled timing: dma (default for tensorized formats): the program lowered to runs that "
+                   help="compiled timing: dma (default): the program lowered to runs that "
                         "move their own data by DMA instructions, chosen and timed by the controller's own count "
-                        "(fetta run's cycles; docs/compiler.md \"DMA lowering\"); rule (default for dense, as fetta "
-                        "run's GEMM tiler): the compiler's DRAM rule")
+                        "(fetta run's cycles; docs/compiler.md \"DMA lowering\"); rule: the compiler's DRAM rule "
+                        "(for dense, fetta run --dram rule's GEMM tiler)")
     p.add_argument("--analytical", action="store_true",
                    help="fetta: the per-step analytical estimate (the search's stage 2) instead of the compiled program")
     add_config_arguments(p)
@@ -70,8 +71,8 @@ def main(args: argparse.Namespace) -> int:
         found = search(spec, args.phase, metric=args.metric, top_k=args.top_k, config=config)
         paths = {e["label"]: e["path"] for e in found["networks"]}
     res, timing, error = None, "analytical", None
-    # as fetta run times the layer: tensorized layers by DMA jobs, the dense GEMM tiler by the DRAM rule
-    dram = args.dram or ("rule" if spec.format == "dense" else "dma")
+    # as fetta run times the layer: by its DMA jobs (``--dram rule``: the rule, the dense GEMM tiler's count)
+    dram = args.dram or "dma"
     if not args.analytical:
         try:
             res, timing = model_compiled(spec, args.phase, config, paths, arch=args.arch, path=args.path,

@@ -1,9 +1,11 @@
 """``fetta run``: compile a layer into instruction passes and execute it on the simulated accelerator.
 
-Every format runs: ``dense`` specs keep the dedicated GEMM tiler (each phase one GEMM (``fp``: ``Y = X @ W``; ``bp``:
-``dX = dY @ W.T``; ``wg``: ``dcore_0 = X.T @ dY``) tiled over all CEs by
-:mod:`gen.compiler.gemm`), or with ``--dram dma`` are compiled as a two-tensor network and run as DMA
-jobs like the tensorized formats. ``--sim emulator`` runs the instruction-level emulator;
+Every format runs, compiled by :mod:`gen.compiler` into runs that move their own data by DMA instructions
+(``--dram dma``, the default; ``dense`` specs as a two-tensor network). ``--dram rule`` runs the same program
+through the host port, DRAM time added by the rule of :mod:`gen.design.timing`; for a ``dense`` spec it runs
+the dedicated GEMM tiler instead (each phase one GEMM (``fp``: ``Y = X @ W``; ``bp``: ``dX = dY @ W.T``; ``wg``:
+``dcore_0 = X.T @ dY``) tiled over all CEs by :mod:`gen.compiler.gemm`, its own passes through the host port,
+timed by the same rule). ``--sim emulator`` runs the instruction-level emulator;
 ``--sim icarus|verilator`` runs the emitted Verilog of the whole accelerator
 under cocotb, the host played in Verilog (``sim/host_player.py``). The other formats (``tt, tr, ttm, ht, bt,
 tucker``) go through :mod:`gen.compiler` (pairwise contractions along the CSSE's MAC-optimal
@@ -46,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="F.npz", help="write inputs and results (INTERFACES section 2; folder must exist)")
     p.add_argument("--trace", metavar="F.fst",
                    help="--sim icarus|verilator: write an FST waveform of every signal of the design over the run "
-                        "(GTKWave, Surfer; a dense train run writes F.fp.fst, F.bp.fst, F.wg.fst); the traced "
+                        "(GTKWave, Surfer; a dense train run with --dram rule writes F.fp.fst, F.bp.fst, F.wg.fst); the traced "
                         "model is built and cached apart from the plain one, and runs slower")
     p.add_argument("--pieces", type=positive_int, metavar="P",
                    help="tensorized formats: run the batch in P pieces (1: all at once; default: the compiler "
@@ -60,8 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "controller's own, as the RTL runs them (docs/compiler.md \"DMA lowering\"); rule: the host "
                         "writes each run's operands and reads its results, DRAM time added by the rule of "
                         "gen/design/timing.py (the compiler's fast estimate; docs/compiler.md compares the two). "
-                        "dense: without it the GEMM tiler (host port, DRAM rule); dma compiles the layer as a "
-                        "two-tensor network and runs it as DMA jobs like the tensorized formats")
+                        "dense layers are compiled as a two-tensor network and run as DMA jobs like the others; "
+                        "with rule they run the dedicated GEMM tiler (its own passes through the host port, timed by "
+                        "the rule)")
     p.add_argument("--path", default="optimal", choices=PATHS,
                    help="tensorized formats: contraction order, the CSSE's (default optimal) or a fixed one "
                         "(btt, ette, left, right, tetrix: gen/search/baselines.py; a fixed order skips the training-aware "
@@ -83,13 +86,13 @@ def main(args: argparse.Namespace) -> int:
     given = read_inputs(args.inputs, spec) if args.inputs is not None else {}
     inputs = {**random_inputs(spec, args.seed), **given}
     source = {"file": args.inputs, "keys": sorted(given), "seed": args.seed}
-    if spec.format != "dense" or args.dram == "dma":
+    if spec.format != "dense" or args.dram != "rule":
         return run_compiled(args, spec, config, inputs, source, trace)
     for opt, given_ in (("--pieces", args.pieces is not None), ("--relayout", args.relayout != "auto"),
-                        ("--path", args.path != "optimal"), ("--dram", args.dram is not None)):
+                        ("--path", args.path != "optimal")):
         if given_:
-            raise UsageError("--pieces, --relayout, --path and --dram rule apply to tensorized formats, and to dense "
-                             "ones with --dram dma (the dense GEMM tiler has its own passes)", field=opt)
+            raise UsageError("--pieces, --relayout and --path apply to compiled layers; a dense layer with --dram "
+                             "rule runs the GEMM tiler, which has its own passes", field=opt)
     golden = compute(spec, inputs, phases=phases)
     t0 = time.perf_counter()
     r = run_dense(config, inputs, phases, args.sim, show_progress=not args.json, trace=trace)

@@ -38,7 +38,7 @@ from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Geometry
 from gen.errors import FettaError
 from gen.toolflow.execute import execute, rtl_check
-from gen.toolflow.run import max_rel_err, phases_of, run_compiled_layer, run_dense
+from gen.toolflow.run import max_rel_err, phases_of, run_compiled_layer
 from gen.workload.network import core_operands, physical_modes
 from gen.workload.spec import load_spec
 from sim.golden import compute, random_inputs, read_npz
@@ -84,26 +84,19 @@ def run_on_accelerator(config, sim: str = "verilator", spec_path: str = "example
           f"(cached per design under build/sim/; Verilator takes ~2 min for the default design the first time)",
           flush=True)
     t0 = time.perf_counter()
-    if spec.format == "dense":
-        emu, rtl = (run_dense(config, inputs, phases, s) for s in ("emulator", sim))
-        exact = rtl["cycles"] == emu["cycles"] and all(
-            np.array_equal(rtl["results"][k].view(np.uint32), emu["results"][k].view(np.uint32)) for k in emu["results"])
-        results, cycles, macs, busy = rtl["results"], rtl["cycles"], rtl["macs"], rtl["compute_cycles"]
-    else:
-        # rtl_check_dma raises ExecutionError (a FettaError) on any difference
-        prog, ex, exact = run_compiled_layer(spec, phase, config, inputs, sim, dram="dma")
-        results, cycles, macs, busy = ex.results, ex.cycles, prog.macs, ex.compute_cycles
+    # rtl_check_dma raises ExecutionError (a FettaError) on any difference
+    prog, ex, exact = run_compiled_layer(spec, phase, config, inputs, sim, dram="dma")
+    results, cycles, macs, busy = ex.results, ex.cycles, prog.macs, ex.compute_cycles
     rel = max_rel_err(results, ref)
     print(f"[run]     {spec.name} {phase} ({'+'.join(phases)}) on {sim}, {config.num_ces} CEs / {config.macs} MACs: "
           f"{cycles} cycles end to end ({busy} compute + {cycles - busy} DRAM stall), utilization "
           f"{macs / (cycles * config.macs):.1%} ({macs / (busy * config.macs):.1%} of compute), "
           f"max rel. error vs golden {rel:.2e}, "
           f"RTL vs emulator {'bit- and cycle-exact' if exact else 'DIFFERS'} ({time.perf_counter() - t0:.0f} s)")
-    if spec.format != "dense":
-        geo = Geometry.of(config)
-        print(f"          ({ex.runs} jobs moving their own data by DMA instructions, DRAM {config.dram_gbps} GB/s "
-              f"= {geo.dram_num}/{geo.dram_den} beat per cycle: the hardware's own count)")
-        exact = run_host(prog, ex, config, inputs, sim) and exact
+    geo = Geometry.of(config)
+    print(f"          ({ex.runs} jobs moving their own data by DMA instructions, DRAM {config.dram_gbps} GB/s "
+          f"= {geo.dram_num}/{geo.dram_den} beat per cycle: the hardware's own count)")
+    exact = run_host(prog, ex, config, inputs, sim) and exact
     if not exact or rel > 2 ** -7:
         print("error: the accelerator's result is wrong", file=sys.stderr)
         return 1

@@ -1,8 +1,10 @@
 """The ``fetta run`` flow as a library: execute a layer's phases on the emulator or the RTL.
 
-``dense`` layers run one GEMM per phase, tiled by :mod:`gen.compiler.gemm`; every other format is
-compiled by :mod:`gen.compiler` and executed by :mod:`gen.toolflow.execute` (replayed on the RTL
-for ``icarus`` / ``verilator``). The CLI (:mod:`gen.cli.run`) and the demo call these functions.
+Every format is compiled by :mod:`gen.compiler` and executed by :mod:`gen.toolflow.execute`
+(:func:`run_compiled_layer`; replayed on the RTL for ``icarus`` / ``verilator``); ``dense`` layers
+can also run one GEMM per phase, tiled by :mod:`gen.compiler.gemm` through the host port
+(:func:`run_dense`, ``fetta run --dram rule``). The CLI (:mod:`gen.cli.run`) and the demo call these
+functions.
 """
 
 from __future__ import annotations
