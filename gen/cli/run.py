@@ -7,9 +7,9 @@ the dedicated GEMM tiler instead (each phase one GEMM (``fp``: ``Y = X @ W``; ``
 ``dcore_0 = X.T @ dY``) tiled over all CEs by :mod:`gen.compiler.gemm`, its own passes through the host port,
 timed by the same rule). ``--sim emulator`` runs the instruction-level emulator;
 ``--sim icarus|verilator`` runs the emitted Verilog of the whole accelerator
-under cocotb, the host played in Verilog (``sim/host_player.py``). The other formats (``tt, tr, ttm, ht, bt,
-tucker``) go through :mod:`gen.compiler` (pairwise contractions along the CSSE's MAC-optimal
-paths, see ``docs/compiler.md``); on ``icarus``/``verilator`` the compiled runs are executed on
+under cocotb, the host played in Verilog (``sim/host_player.py``). Compiled layers are pairwise
+contractions along the CSSE's MAC-optimal paths (``docs/compiler.md``); on ``icarus``/``verilator``
+the compiled runs are executed on
 the emulator and on the RTL, and every row read back and every run's cycle count must agree
 bit for bit (else exit 1).
 
@@ -48,16 +48,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="F.npz", help="write inputs and results (INTERFACES section 2; folder must exist)")
     p.add_argument("--trace", metavar="F.fst",
                    help="--sim icarus|verilator: write an FST waveform of every signal of the design over the run "
-                        "(GTKWave, Surfer; a dense train run with --dram rule writes F.fp.fst, F.bp.fst, F.wg.fst); the traced "
-                        "model is built and cached apart from the plain one, and runs slower")
+                        "(GTKWave, Surfer; a dense train run with --dram rule writes F.fp.fst, F.bp.fst, "
+                        "F.wg.fst); the traced model is built and cached apart from the plain one, and runs slower")
     p.add_argument("--pieces", type=positive_int, metavar="P",
-                   help="tensorized formats: run the batch in P pieces (1: all at once; default: the compiler "
+                   help="compiled layers: run the batch in P pieces (1: all at once; default: the compiler "
                         "tries several and keeps the fewest cycles end to end; docs/compiler.md)")
     p.add_argument("--relayout", default="auto", choices=RELAYOUT_POLICIES,
-                   help="tensorized formats: re-lay out tensors on chip (identity GEMM), through the host, or "
+                   help="compiled layers: re-lay out tensors on chip (identity GEMM), through the host, or "
                         "whichever is estimated faster (default auto)")
     p.add_argument("--dram", choices=DRAM_MODES,
-                   help="tensorized formats: dma (default): the compiler emits DMA instructions, the runs move their "
+                   help="dma (default): the compiler emits DMA instructions, the runs move their "
                         "own data and the compiler chooses its variants by that count: the cycles are the "
                         "controller's own, as the RTL runs them (docs/compiler.md \"DMA lowering\"); rule: the host "
                         "writes each run's operands and reads its results, DRAM time added by the rule of "
@@ -66,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "with rule they run the dedicated GEMM tiler (its own passes through the host port, timed by "
                         "the rule)")
     p.add_argument("--path", default="optimal", choices=PATHS,
-                   help="tensorized formats: contraction order, the CSSE's (default optimal) or a fixed one "
+                   help="compiled layers: contraction order, the CSSE's (default optimal) or a fixed one "
                         "(btt, ette, left, right, tetrix: gen/search/baselines.py; a fixed order skips the training-aware "
                         "WG re-solve)")
     add_max_elements_argument(p)
