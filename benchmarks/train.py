@@ -6,7 +6,7 @@
   1000 x 768 rank 30, 12 TT layers 768 x 768 rank 12, 12 heads, sequence 32, batch 1) on the
   emulator of the default design (16 CEs of 4 x 4 PEs, 256 bf16 MACs, DRAM 25.6 B/cycle): cycles end
   to end, compute cycles, DRAM stalls, DRAM bytes, utilization (useful MACs / (cycles x 256)), by
-  kind; time per sample at 100 MHz and at 1 GHz and per epoch of ATIS's 4,478 training sentences,
+  kind (the contractions as DMA jobs, ``fetta train``'s default); time per sample at 100 MHz and at 1 GHz and per epoch of ATIS's 4,478 training sentences,
   beside seed 003's FPGA (Table V: 191 s per epoch, FP32, 100 MHz, U50). The elementwise and
   row-wise work (softmax, layer norm, GELU, their backward, the residual sums, the SGD update) runs on
   the vector unit (kind ``vector``); only the loss (the cross-entropy of ``classes`` logits) is the
@@ -61,7 +61,8 @@ def step_table(model, r, seconds: float, config, r100, config100) -> str:
     cyc = s["cycles"]
     lines = [f"One step of `{model.name}` (batch 1, sequence {model.seq}) on the emulator of the default design "
              f"({config.macs} MACs, DRAM {config.dram_gbps} GB/s at {config.freq_mhz:g} MHz: "
-             f"{dram_bytes_per_cycle(config):g} B/cycle); "
+             f"{dram_bytes_per_cycle(config):g} B/cycle); the contractions run as DMA jobs (the controller's own "
+             f"cycle count; runs: jobs), the vector unit's runs through the host port timed by the DRAM rule; "
              f"{seconds:.0f} s on {platform.machine()} ({platform.python_version()}), "
              f"{time.strftime('%Y-%m-%d')}.", "",
              "| kind | cycles | share | compute cycles | DRAM stall cycles | MACs | utilization | DRAM KiB | runs |",
@@ -109,7 +110,7 @@ def lookahead_table(model, config) -> str:
     for ph in ("fp", "train"):
         rows.append((f"TT layer {ph}", *(compile_layer(model.linear, ph, config, fuse=f) for f in (False, True))))
     lines = ["", "Across-stage lookahead (chunk pieces fused through the later stages, ETTE) on the ATIS model's "
-                 "programs, default design:", "",
+                 "programs, default design, timed by the DRAM rule:", "",
              "| program | chunked steps | cycles without / with | DRAM KiB without / with | runs without / with |",
              "|---|---|---|---|---|"]
     for name, off, on in rows:

@@ -16,7 +16,7 @@ from pathlib import Path
 from gen.cli import main as fetta_main
 from gen.compiler import compile_layer
 from gen.compiler.dma import hardware_timeline
-from gen.compiler.estimate import model_compiled
+from gen.compiler.estimate import compulsory_bytes, model_compiled
 from gen.design.config import FettaConfig
 from gen.compiler.capabilities import ARCHS, capabilities
 from gen.toolflow.execute import execute
@@ -182,3 +182,15 @@ def test_fetta_model_equals_emulator_on_random_specs(spec, phase):
     ex = execute(prog, random_inputs(spec, 0), cfg)
     m = model_compiled(spec, phase, cfg)
     assert (m.cycles, m.compute_cycles) == (ex.cycles, ex.compute_cycles)
+
+
+def test_compulsory_bytes_reads_cores_only_where_a_gradient_needs_them():
+    dense = parse_spec({"format": "dense", "in_modes": [768], "out_modes": [768], "batch": 32})
+    act, w = 32 * 768 * 2, 768 * 768 * 2            # bf16 bytes of X (= dY, Y, dX) and of the weight
+    assert compulsory_bytes(dense, "fp", CFG) == act + w + act
+    assert compulsory_bytes(dense, "wg", CFG) == 2 * act + w      # X, dY in; dW out; W not read
+    assert compulsory_bytes(dense, "train", CFG) == 4 * act + 2 * w       # X, dY, W in; Y, dX, dW out
+    tt = load_spec("benchmarks/layers/atis_tt.json")
+    cores = sum(v for k, v in tt.tensor_elements().items() if k.startswith("core_")) * 2
+    # each core's gradient contracts the other cores: WG reads them all
+    assert compulsory_bytes(tt, "wg", CFG) == 2 * act + 2 * cores

@@ -1,8 +1,10 @@
 """``fetta train``: whole SGD steps of a tensorized transformer (seed 003) on the simulated accelerator.
 
 Every contraction of the step (the ``ttm`` embedding, the ``tt`` layers' FP / BP / WG, the attention
-products, the classifier) runs on the accelerator; softmax, layer norm, GELU, the loss and the SGD update
-run on the host (:mod:`gen.toolflow.train` says why and how they are counted). See ``docs/training.md``.
+products, the classifier) runs on the accelerator as DMA jobs (``--dram dma``, the default: the
+controller's own cycle count; ``--dram rule``: the host port and the compiler's DRAM rule); softmax,
+layer norm, GELU, the sums and the SGD update run on its vector unit; only the loss runs on the host
+(:mod:`gen.toolflow.train` says how each is counted). See ``docs/training.md``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from gen.cli.common import (add_config_arguments, add_json_argument, add_seed_ar
                             positive_int, print_json)
 from gen.errors import ConfigError
 from gen.progress import progress
-from gen.toolflow.run import SIMS
+from gen.toolflow.run import DRAM_MODES, SIMS
 from gen.toolflow.train import run_training
 from gen.workload.transformer import load_atis, load_model
 
@@ -36,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_seed_argument(p)
     p.add_argument("--sim", default="emulator", choices=SIMS,
                    help="execution engine (default emulator; icarus / verilator replay every run on the RTL)")
+    p.add_argument("--dram", default="dma", choices=DRAM_MODES,
+                   help="how the contractions move their data: dma (default; DMA instructions, the controller's own "
+                        "cycle count) or rule (the host port, timed by the compiler's DRAM rule); the vector unit's "
+                        "runs use the host port either way")
     add_config_arguments(p)
     add_json_argument(p)
 
@@ -52,11 +58,13 @@ def main(args: argparse.Namespace) -> int:
         about = {"data": args.data, **summary, "intents": len(summary["intents"])}
     t0 = time.perf_counter()
     with progress(args.steps, f"{model.name} on {args.sim}", enabled=not args.json) as bar:
-        r = run_training(model, config, args.steps, seed=args.seed, sim=args.sim, advance=bar, data=data)
+        r = run_training(model, config, args.steps, seed=args.seed, sim=args.sim, advance=bar, data=data,
+                         dram=args.dram)
     seconds = time.perf_counter() - t0
     if args.out:
         np.savez(args.out, **r.params)
-    result = {"model": args.model, "name": model.name, "sim": args.sim, "seed": args.seed, **about, **r.summary(),
+    result = {"model": args.model, "name": model.name, "sim": args.sim, "dram": args.dram, "seed": args.seed, **about,
+              **r.summary(),
               "seconds": round(seconds, 3)}
     if args.json:
         print_json(result)

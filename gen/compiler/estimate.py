@@ -64,9 +64,12 @@ _COMPULSORY = {"fp": (("X", "core"), ("Y",)), "bp": (("dY", "core"), ("dX",)),
 def compulsory_bytes(spec, phase: str, config: FettaConfig) -> int:
     """The DRAM floor of a phase: its inputs read once and its results written once (bytes of the
     stored element format); a program that keeps every intermediate and saved tensor on chip moves
-    exactly this."""
+    exactly this. WG reads the cores because each core's gradient contracts the others; a layer of one
+    core (dense) has no other, so its WG reads none."""
     ins, outs = _COMPULSORY[phase]
     sizes = spec.tensor_elements()
+    if phase == "wg" and len(spec.core_shapes()) == 1:
+        ins = tuple(p for p in ins if p != "core")
     keys = [k for k in sizes if any(k == p or (p.endswith("core") and k.startswith(p + "_")) for p in ins + outs)]
     return sum(sizes[k] for k in keys) * (config.elem_bits // 8)
 

@@ -596,16 +596,18 @@ def _with_saved(net: Network, path, saved, tensors=None):
     return red, rpath, [t for _, _, t in chosen]
 
 
-def fastest_paths(nets: Sequence[Network], config: FettaConfig, top_k: int = 8) -> dict[str, list[list[int]]]:
+def fastest_paths(nets: Sequence[Network], config: FettaConfig, top_k: int = 8,
+                  dram: str = "rule") -> dict[str, list[list[int]]]:
     """Per network, of its ``top_k`` cheapest contraction trees by MACs (:func:`gen.search.csse.search_network`),
-    the one whose program alone is fastest end to end (:meth:`Program.timeline`: compute and DRAM stalls),
-    by label, for :func:`compile_networks` ``paths``. The MAC-optimal tree can make an intermediate
+    the one whose program alone is fastest end to end (compute and DRAM stalls: :meth:`Program.timeline`
+    by the DRAM rule, or lowered to DMA jobs, ``dram="dma"``), by label, for :func:`compile_networks` ``paths``. The MAC-optimal tree can make an intermediate
     that does not fit a ping-pong half: the token embedding's ``dcore_2`` of the ATIS transformer moves
     4.3 MiB along it (180,017 cycles) and 0.7 MiB along its second tree (53,679 cycles, 18 % more MACs)."""
     out = {}
     for net in nets:
         trees = [c.as_list() for c in search_network(net, top_k=top_k)]
-        cycles = [compile_networks([net], config, paths={net.label: t}).timeline(config).cycles for t in trees]
+        progs = [compile_networks([net], config, paths={net.label: t}) for t in trees]
+        cycles = [hardware_cycles(p, config) if dram == "dma" else p.timeline(config).cycles for p in progs]
         out[net.label] = trees[cycles.index(min(cycles))]
     return out
 

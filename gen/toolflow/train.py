@@ -7,12 +7,15 @@ One step of one sample (batch 1, ``seq`` tokens) runs every contraction on the a
   compiled by :func:`gen.compiler.phases.compile_networks` along the trees that run fastest end to end
   (:func:`gen.compiler.phases.fastest_paths`); every ``tt`` layer of every encoder (FP, BP,
   WG; BP and WG as the layer's training-aware ``train`` program, :meth:`Accelerator.backward`) compiled by
-  :func:`gen.compiler.compile_layer`; each program compiled once per run and executed
-  by :func:`gen.toolflow.execute.execute` (replayed on the RTL for ``icarus`` / ``verilator``);
+  :func:`gen.compiler.compile_layer`; each program compiled once per run;
 * the attention products of every head (``Q K^T`` and ``P V`` forward, the four backward products) as
   the networks of :func:`gen.workload.transformer.attention_networks` (the head a batch mode), one
-  program per stage between the softmax and its backward, and the classifier's three GEMMs as
-  dense GEMMs tiled by :mod:`gen.compiler.gemm`;
+  program per stage between the softmax and its backward, and the classifier's three products as the
+  networks of :func:`gen.workload.transformer.classifier_networks` (two programs);
+* every contraction program lowered to jobs that move their own data with DMA instructions
+  (:func:`gen.compiler.dma.lower_dma`, executed by :func:`gen.toolflow.dmarun.execute_dma`: the
+  controller's own cycle count; ``dram="rule"``: the host port and the DRAM rule,
+  :func:`gen.toolflow.execute.execute`), replayed on the RTL for ``icarus`` / ``verilator``;
 * on the vector unit (:meth:`Accelerator.vector`, :meth:`Accelerator.rows`; kind ``vector``): the
   residual and gradient sums and the SGD update (:mod:`gen.compiler.vecops`: FP32, bit for bit the
   host's float32 arithmetic), GELU and its backward, softmax, layer norm and their backward
@@ -23,8 +26,9 @@ Operands enter the accelerator in bfloat16 (the unified memory's format) and res
 bfloat16; FP32 activations (the residual stream and its gradient) travel as two bfloat16 halves
 (:func:`split`) or, for the sums and the update, as FP32 rows of the accumulation unit. Only the loss
 (the cross-entropy of the logits) is computed on the host (:mod:`gen.toolflow.nonlinear`), counted in
-``host_elements``. Cycles are the sum of the runs' end-to-end cycles (compute plus DRAM stalls,
-:mod:`gen.design.timing`); nothing overlaps between runs.
+``host_elements``. Cycles are the sum of the programs' end-to-end cycles (compute plus DRAM stalls:
+the DMA jobs' own count, :func:`gen.compiler.dma.dma_timeline`; the vector unit's runs still move their
+data through the host port, timed by :mod:`gen.design.timing`); nothing overlaps between programs.
 
 The data are synthetic unless given (:func:`synthetic_data`): ``samples`` token sequences drawn from the
 seed, token 0 is the ``[CLS]`` token (index 0) and the intent label is ``token[1] mod classes`` (the word
@@ -43,18 +47,20 @@ import numpy as np
 
 from gen.compiler import compile_layer
 from gen.compiler.phases import compile_networks, fastest_paths
-from gen.compiler.gemm import plan_gemm
+from gen.compiler.dma import lower_dma
 from gen.compiler.rowops import compile_rows
 from gen.compiler.vecops import compile_vec
 from gen.design.config import FettaConfig
+from gen.errors import UsageError
 from gen.toolflow import nonlinear as nl
+from gen.toolflow.dmarun import execute_dma, rtl_check_dma
 from gen.toolflow.execute import execute, rtl_check
-from gen.toolflow.run import run_plan
+from gen.toolflow.run import DRAM_MODES
 from gen.toolflow.vecrun import execute_vec
 from gen.search.csse import best_path
 from gen.workload.network import path_macs
-from gen.workload.transformer import (ATTENTION_STAGES, LINEARS, TransformerSpec, attention_networks, embedding_networks,
-                                     token_factors)
+from gen.workload.transformer import (ATTENTION_STAGES, CLASSIFIER_STAGES, LINEARS, TransformerSpec, attention_networks,
+                                     classifier_networks, embedding_networks, token_factors)
 from sim.bf16 import round_to_bf16_f32
 from sim.golden import random_inputs
 
@@ -101,7 +107,8 @@ def init_params(model: TransformerSpec, seed: int) -> dict[str, np.ndarray]:
 @dataclass
 class StepCost:
     """What the accelerator did: per kind (:data:`KINDS`) ``cycles``, ``compute_cycles``,
-    ``dram_stall_cycles``, ``dram_bytes``, ``macs`` (useful), ``tcu_macs``, ``runs``."""
+    ``dram_stall_cycles``, ``dram_bytes``, ``macs`` (useful), ``tcu_macs``, ``runs`` (the controller's
+    runs: DMA jobs, or host-port runs) and ``programs`` (compiled programs executed)."""
 
     by_kind: dict[str, Counter] = field(default_factory=lambda: {k: Counter() for k in KINDS})
     host_elements: int = 0
@@ -117,15 +124,23 @@ class StepCost:
 
 class Accelerator:
     """The accelerator as the training step uses it: compiled layers (cached per spec and phase) and
-    dense GEMMs, on the emulator, with every run replayed on the RTL when ``sim`` is ``icarus`` or
-    ``verilator`` (:func:`gen.toolflow.execute.rtl_check` raises on any difference)."""
+    network programs (attention, classifier, embedding), on the emulator, with every run replayed on the
+    RTL when ``sim`` is ``icarus`` or ``verilator`` (:func:`gen.toolflow.dmarun.rtl_check_dma` /
+    :func:`gen.toolflow.execute.rtl_check` raise on any difference). ``dram``: ``"dma"`` (default) runs
+    the contraction programs as DMA jobs, ``"rule"`` through the host port timed by the DRAM rule
+    (:data:`gen.toolflow.run.DRAM_MODES`); the vector unit's programs use the host port either way."""
 
-    def __init__(self, config: FettaConfig, sim: str = "emulator"):
+    def __init__(self, config: FettaConfig, sim: str = "emulator", dram: str = "dma"):
+        if dram not in DRAM_MODES:
+            raise UsageError(f"dram must be one of {', '.join(DRAM_MODES)}, got {dram!r}", field="--dram")
         self.config = config
         self.sim = sim
+        self.dram = dram
         self.cost = StepCost()
         self._programs: dict[tuple, object] = {}
         self._useful: dict[tuple, int] = {}
+        #: each contraction program lowered to DMA jobs (``dram="dma"``), by ``id`` of the cached program
+        self._lowered: dict[int, object] = {}
 
     def layer(self, kind: str, spec, phase: str, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Results (float32, bfloat16 values) of ``phase`` of the compiled ``spec`` on ``operands``
@@ -135,7 +150,7 @@ class Accelerator:
     def _layer_program(self, spec, phase: str):
         key = (replace(spec, name="layer"), phase)      # the program does not depend on the name
         if key not in self._programs:
-            self._programs[key] = compile_layer(spec, phase, self.config)
+            self._programs[key] = compile_layer(spec, phase, self.config, dram=self.dram)
         return self._programs[key]
 
     def backward(self, kind: str, spec, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -164,20 +179,28 @@ class Accelerator:
         :func:`gen.compiler.phases.fastest_paths` instead of the MAC-optimal ones."""
         if key not in self._programs:
             nets = make()
-            paths = fastest_paths(nets, self.config) if search else None
+            paths = fastest_paths(nets, self.config, dram=self.dram) if search else None
             self._programs[key] = compile_networks(nets, self.config, paths=paths)
             # useful MACs: those of the MAC-optimal trees, whichever tree runs
             self._useful[key] = sum(path_macs(n, best_path(n)) for n in nets)
         return self._execute(kind, self._programs[key], operands, self._useful[key])
 
     def _execute(self, kind: str, prog, operands: dict[str, np.ndarray], macs: int | None = None) -> dict[str, np.ndarray]:
-        ex = execute(prog, {k: round_to_bf16_f32(v) for k, v in operands.items()}, self.config)
-        if self.sim != "emulator":
-            rtl_check(ex, self.config, self.sim)
+        inputs = {k: round_to_bf16_f32(v) for k, v in operands.items()}
+        if self.dram == "dma":
+            if id(prog) not in self._lowered:
+                self._lowered[id(prog)] = lower_dma(prog, self.config)
+            ex = execute_dma(self._lowered[id(prog)], inputs, self.config)
+            if self.sim != "emulator":
+                rtl_check_dma(ex, self.config, self.sim)
+        else:
+            ex = execute(prog, inputs, self.config)
+            if self.sim != "emulator":
+                rtl_check(ex, self.config, self.sim)
         t = ex.timeline
         self.cost.add(kind, cycles=t.cycles, compute_cycles=t.compute_cycles, dram_stall_cycles=t.dram_stall_cycles,
                       dram_bytes=t.dram_bytes, macs=prog.macs if macs is None else macs, tcu_macs=ex.tcu_macs,
-                      runs=ex.runs)
+                      runs=ex.runs, programs=1)
         return {k: np.asarray(v, np.float32) for k, v in ex.results.items()}
 
     def vector(self, op: str, y: np.ndarray | None = None, *xs: np.ndarray, lr: float = 0.0) -> np.ndarray:
@@ -214,17 +237,16 @@ class Accelerator:
             rtl_check(ex, self.config, self.sim)
         t = ex.timeline
         self.cost.add("vector", cycles=t.cycles, compute_cycles=t.compute_cycles, dram_stall_cycles=t.dram_stall_cycles,
-                      dram_bytes=t.dram_bytes, macs=0, tcu_macs=0, runs=ex.runs, lane_ops=prog.lane_ops)
+                      dram_bytes=t.dram_bytes, macs=0, tcu_macs=0, runs=ex.runs, programs=1,
+                      lane_ops=prog.lane_ops)
         self.cost.vector_ops[prog.op] += t.cycles
         return ex.results
 
-    def matmul(self, kind: str, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """``A @ B`` as a dense GEMM (operands rounded to bfloat16)."""
-        plan = plan_gemm(self.config, round_to_bf16_f32(A), round_to_bf16_f32(B))
-        Y, t, tm = run_plan(self.config, plan, self.sim)
-        self.cost.add(kind, cycles=t.cycles, compute_cycles=t.compute_cycles, dram_stall_cycles=t.dram_stall_cycles,
-                      dram_bytes=t.dram_bytes, macs=plan.macs, tcu_macs=tm, runs=len(plan.passes))
-        return np.asarray(Y, np.float32)
+    def classifier(self, stage: str, model: TransformerSpec, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The classifier's ``stage`` (:data:`gen.workload.transformer.CLASSIFIER_STAGES`) on ``operands``
+        (``Z``, ``W``, ``G``), one program per stage."""
+        return self.networks("classifier", ("classifier", model.d_model, model.classes, stage),
+                             lambda: [classifier_networks(model)[t] for t in CLASSIFIER_STAGES[stage]], operands)
 
 
 def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -292,12 +314,13 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
         z, ln2 = layer_norm(y1, fp("ffn2", g))
         saved.append((cores, x, q, k, v, probs, ctx, ln1, y1, f1, g, ln2))
     cls = params["cls"]
-    logits = acc.matmul("classifier", z[:1], cls)
+    logits = acc.classifier("forward", model, {"Z": z[:1], "W": cls})["logits"]
     loss, dlogits = nl.cross_entropy(logits, label)
     host(dlogits)
-    grads = {"cls": acc.matmul("classifier", z[:1].T, dlogits)}
+    back = acc.classifier("backward", model, {"Z": z[:1], "W": cls, "G": dlogits})
+    grads = {"cls": back["dW"]}
     dz = np.zeros_like(z)
-    dz[:1] = acc.matmul("classifier", dlogits, cls.T)
+    dz[:1] = back["dZ"]
     dz_terms: tuple[np.ndarray, ...] = ()
     for e in reversed(range(model.encoders)):
         cores, x, q, k, v, probs, ctx, ln1, y1, f1, g, ln2 = saved[e]
@@ -370,12 +393,13 @@ class TrainRun:
 
 def run_training(model: TransformerSpec, config: FettaConfig, steps: int, *, seed: int = 0, sim: str = "emulator",
                  advance: Callable[[int], None] | None = None,
-                 data: list[tuple[np.ndarray, int]] | None = None) -> TrainRun:
+                 data: list[tuple[np.ndarray, int]] | None = None, dram: str = "dma") -> TrainRun:
     """``steps`` SGD steps (batch 1) from :func:`init_params`, cycling through ``data`` (default: the
-    synthetic set of ``seed``; :func:`gen.workload.transformer.load_atis` reads real ATIS files)."""
+    synthetic set of ``seed``; :func:`gen.workload.transformer.load_atis` reads real ATIS files).
+    ``dram``: how the contractions move their data (:class:`Accelerator`)."""
     data = synthetic_data(model, seed) if data is None else data
     params = init_params(model, seed)
-    acc = Accelerator(config, sim)
+    acc = Accelerator(config, sim, dram)
     losses, step_cycles = [], []
     for s in range(steps):
         before = acc.cost.total("cycles")

@@ -41,7 +41,8 @@ from gen.workload.network import Network, Operand, core_operands, physical_modes
 from gen.workload.spec import LayerSpec, parse_spec
 
 __all__ = ["TransformerSpec", "parse_model", "load_model", "LINEARS", "MAX_SEQ", "embedding_networks",
-           "token_factors", "attention_networks", "ATTENTION_STAGES", "load_atis"]
+           "token_factors", "attention_networks", "ATTENTION_STAGES", "classifier_networks",
+           "CLASSIFIER_STAGES", "load_atis"]
 
 #: the tensorized linear layers of one encoder block, in forward order
 LINEARS = ("q", "k", "v", "o", "ffn1", "ffn2")
@@ -219,6 +220,23 @@ def attention_networks(model: TransformerSpec) -> dict[str, Network]:
             "dP": net("dP", ("dC", "shd"), ("V", "thd"), "hst"), "dV": net("dV", ("P", "hst"), ("dC", "shd"), "thd"),
             "dQ": net("dQ", ("dS", "hst"), ("K", "thd"), "shd"), "dK": net("dK", ("dS", "hst"), ("Q", "shd"), "thd")}
 
+
+def classifier_networks(model: TransformerSpec) -> dict[str, Network]:
+    """The classifier's three products on the ``[CLS]`` row ``Z[m, k]`` (``m`` = 1, ``k`` = d_model) and
+    its weight ``W[k, n]`` (``n`` = classes): ``logits[m,n] = Z[m,k] W[k,n]`` forward,
+    ``dW[k,n] = Z[m,k] G[m,n]`` and ``dZ[m,k] = G[m,n] W[k,n]`` backward (``G`` the logits' gradient);
+    the transposes are the networks' mode orders, not copies."""
+    sizes = {"m": 1, "k": model.d_model, "n": model.classes}
+
+    def net(target: str, a: tuple[str, str], b: tuple[str, str], out: str) -> Network:
+        ops = (Operand(a[0], tuple(a[1])), Operand(b[0], tuple(b[1])))
+        return Network("fp", target, ops, tuple(out), dict(sizes), tuple(sizes[m] for m in out))
+    return {"logits": net("logits", ("Z", "mk"), ("W", "kn"), "mn"), "dW": net("dW", ("Z", "mk"), ("G", "mn"), "kn"),
+            "dZ": net("dZ", ("G", "mn"), ("W", "kn"), "mk")}
+
+
+#: the classifier's programs: forward, and both backward products together (they share ``G``)
+CLASSIFIER_STAGES = {"forward": ("logits",), "backward": ("dW", "dZ")}
 
 #: token ids the ATIS loader reserves: the classifier's position, padding, words outside the vocabulary
 CLS, PAD, UNK = 0, 1, 2
