@@ -203,19 +203,22 @@ def token_factors(spec: LayerSpec, tokens: np.ndarray) -> dict[str, np.ndarray]:
 ATTENTION_STAGES = {"scores": ("S",), "context": ("C",), "back_p": ("dP", "dV"), "back_s": ("dQ", "dK")}
 
 
+def _product(target: str, a: tuple[str, str], b: tuple[str, str], out: str, sizes: dict[str, int]) -> Network:
+    """The two-operand network ``target[out] = a[0][a[1]] b[0][b[1]]`` (modes one letter each)."""
+    ops = (Operand(a[0], tuple(a[1])), Operand(b[0], tuple(b[1])))
+    return Network("fp", target, ops, tuple(out), dict(sizes), tuple(sizes[m] for m in out))
+
+
 def attention_networks(model: TransformerSpec) -> dict[str, Network]:
     """Every head's attention products as one network per result, the head ``h`` a batch mode:
     ``S[h,s,t] = Q[s,h,d] K[t,h,d]``, ``C[s,h,d] = P[h,s,t] V[t,h,d]``, ``dP[h,s,t] = dC[s,h,d] V[t,h,d]``,
     ``dV[t,h,d] = P[h,s,t] dC[s,h,d]``, ``dQ[s,h,d] = dS[h,s,t] K[t,h,d]``, ``dK[t,h,d] = dS[h,s,t] Q[s,h,d]``
     (``Q``, ``K``, ``V``, ``C`` and their gradients are ``[seq, d_model]`` arrays read as ``[seq, heads,
     head_dim]``; the 1 / sqrt(head_dim) scale is the host's)."""
-    S, H, D = model.seq, model.heads, model.head_dim
-    sizes = {"h": H, "s": S, "t": S, "d": D}
-    shape = {"hst": (H, S, S), "shd": (S, H, D), "thd": (S, H, D)}
+    sizes = {"h": model.heads, "s": model.seq, "t": model.seq, "d": model.head_dim}
 
     def net(target: str, a: tuple[str, str], b: tuple[str, str], out: str) -> Network:
-        ops = (Operand(a[0], tuple(a[1])), Operand(b[0], tuple(b[1])))
-        return Network("fp", target, ops, tuple(out), dict(sizes), shape[out])
+        return _product(target, a, b, out, sizes)
     return {"S": net("S", ("Q", "shd"), ("K", "thd"), "hst"), "C": net("C", ("P", "hst"), ("V", "thd"), "shd"),
             "dP": net("dP", ("dC", "shd"), ("V", "thd"), "hst"), "dV": net("dV", ("P", "hst"), ("dC", "shd"), "thd"),
             "dQ": net("dQ", ("dS", "hst"), ("K", "thd"), "shd"), "dK": net("dK", ("dS", "hst"), ("Q", "shd"), "thd")}
@@ -229,8 +232,7 @@ def classifier_networks(model: TransformerSpec) -> dict[str, Network]:
     sizes = {"m": 1, "k": model.d_model, "n": model.classes}
 
     def net(target: str, a: tuple[str, str], b: tuple[str, str], out: str) -> Network:
-        ops = (Operand(a[0], tuple(a[1])), Operand(b[0], tuple(b[1])))
-        return Network("fp", target, ops, tuple(out), dict(sizes), tuple(sizes[m] for m in out))
+        return _product(target, a, b, out, sizes)
     return {"logits": net("logits", ("Z", "mk"), ("W", "kn"), "mn"), "dW": net("dW", ("Z", "mk"), ("G", "mn"), "kn"),
             "dZ": net("dZ", ("G", "mn"), ("W", "kn"), "mk")}
 
