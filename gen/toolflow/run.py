@@ -107,15 +107,23 @@ def run_compiled_layer(spec, phase: str, config, inputs, sim: str, show_progress
     if dram not in DRAM_MODES:
         raise ValueError(f"dram must be one of {DRAM_MODES}, got {dram!r}")
     prog = compile_layer(spec, phase, config, dram=dram, **compile_opts)
-    if dram == "dma":
-        dprog = lower_dma(prog, config)
-        with progress(len(dprog.jobs), f"{phase} on emulator (DMA)", enabled=show_progress) as bar:
-            ex = execute_dma(dprog, inputs, config, progress=bar)
-        return prog, ex, rtl_check_dma(ex, config, sim, trace=trace) if sim != "emulator" else None
-    with progress(len(prog.runs), f"{phase} on emulator", enabled=show_progress) as bar:
-        ex = execute(prog, inputs, config, progress=bar)
-    rtl = rtl_check(ex, config, sim, trace=trace) if sim != "emulator" else None
-    return prog, ex, rtl
+    dprog = lower_dma(prog, config) if dram == "dma" else None
+    count = len(dprog.jobs) if dprog else len(prog.runs)
+    with progress(count, f"{phase} on emulator{' (DMA)' if dprog else ''}", enabled=show_progress) as bar:
+        return (prog, *execute_program(prog, inputs, config, sim, dprog, progress=bar, trace=trace))
 
 
-__all__ = ["SIMS", "DRAM_MODES", "PHASES", "phases_of", "max_rel_err", "trace_files", "run_plan", "run_dense", "run_compiled_layer"]
+def execute_program(prog, inputs, config, sim: str, dprog=None, progress=None, trace=None):
+    """``(execution, rtl)`` of a compiled ``prog`` on ``inputs``: its DMA jobs ``dprog``
+    (:func:`gen.compiler.dma.lower_dma` of it; :func:`gen.toolflow.dmarun.execute_dma`) or, without
+    them, its runs through the host port (:func:`gen.toolflow.execute.execute`); on ``icarus`` /
+    ``verilator`` replayed on the RTL (``rtl`` True; a difference raises), on ``emulator`` ``rtl`` is None."""
+    if dprog is not None:
+        ex = execute_dma(dprog, inputs, config, progress=progress)
+        return ex, rtl_check_dma(ex, config, sim, trace=trace) if sim != "emulator" else None
+    ex = execute(prog, inputs, config, progress=progress)
+    return ex, rtl_check(ex, config, sim, trace=trace) if sim != "emulator" else None
+
+
+__all__ = ["SIMS", "DRAM_MODES", "PHASES", "phases_of", "max_rel_err", "trace_files", "run_plan", "run_dense", "run_compiled_layer",
+           "execute_program"]

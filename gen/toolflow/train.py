@@ -53,9 +53,8 @@ from gen.compiler.vecops import compile_vec
 from gen.design.config import FettaConfig
 from gen.errors import UsageError
 from gen.toolflow import nonlinear as nl
-from gen.toolflow.dmarun import execute_dma, rtl_check_dma
-from gen.toolflow.execute import execute, rtl_check
-from gen.toolflow.run import DRAM_MODES
+from gen.toolflow.execute import rtl_check
+from gen.toolflow.run import DRAM_MODES, execute_program
 from gen.toolflow.vecrun import execute_vec
 from gen.search.csse import best_path
 from gen.workload.network import path_macs
@@ -186,17 +185,10 @@ class Accelerator:
         return self._execute(kind, self._programs[key], operands, self._useful[key])
 
     def _execute(self, kind: str, prog, operands: dict[str, np.ndarray], macs: int | None = None) -> dict[str, np.ndarray]:
-        inputs = {k: round_to_bf16_f32(v) for k, v in operands.items()}
-        if self.dram == "dma":
-            if id(prog) not in self._lowered:
-                self._lowered[id(prog)] = lower_dma(prog, self.config)
-            ex = execute_dma(self._lowered[id(prog)], inputs, self.config)
-            if self.sim != "emulator":
-                rtl_check_dma(ex, self.config, self.sim)
-        else:
-            ex = execute(prog, inputs, self.config)
-            if self.sim != "emulator":
-                rtl_check(ex, self.config, self.sim)
+        if self.dram == "dma" and id(prog) not in self._lowered:
+            self._lowered[id(prog)] = lower_dma(prog, self.config)
+        ex, _ = execute_program(prog, {k: round_to_bf16_f32(v) for k, v in operands.items()}, self.config, self.sim,
+                                self._lowered.get(id(prog)))
         t = ex.timeline
         self.cost.add(kind, cycles=t.cycles, compute_cycles=t.compute_cycles, dram_stall_cycles=t.dram_stall_cycles,
                       dram_bytes=t.dram_bytes, macs=prog.macs if macs is None else macs, tcu_macs=ex.tcu_macs,
