@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from gen.compiler import CompileError, Layout, compile_layer
 from gen.compiler.relayout import RELAYOUT_CAUSES
-from gen.compiler.phases import NEAR, _best, _Policy, piece_program
+from gen.compiler.phases import NEAR, _best, _Policy, piece_program, recomputed_macs
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Flag, Opcode
@@ -75,7 +75,7 @@ def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, **kw):
     inputs = random_inputs(spec, seed)
     prog = compile_layer(spec, phase, config, align=align, **kw)
     ex = execute(prog, inputs, config)
-    phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
+    phases = {"train": ["fp", "bp", "wg"], "backward": ["bp", "wg"]}.get(phase, [phase])
     gold = compute(spec, inputs, phases=phases)
     bnd = bound(spec, inputs, phases, prog)
     assert set(ex.results) == set(gold)
@@ -94,6 +94,21 @@ def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, **kw):
 @pytest.mark.parametrize("fmt", list(SPECS))
 def test_format_phase_emulator(fmt, phase):
     check_layer(parse_spec(SPECS[fmt]), phase)
+
+
+@pytest.mark.parametrize("fmt", list(SPECS))
+def test_backward_phase(fmt):
+    """``backward`` (a training step's backward pass, whose forward pass made ``Y``): ``dX`` and the core
+    gradients within the golden model's bound and no ``Y``; its MACs less the FP steps it computes again
+    (:func:`recomputed_macs`: FP's path but the last step) are the ``train`` program's less the ``fp``
+    program's, and FP's last step is not among them (one-core layers have no intermediate: no FP at all)."""
+    spec = parse_spec(SPECS[fmt])
+    prog, _ = check_layer(spec, "backward")
+    train, fp = (compile_layer(spec, ph, DEFAULT) for ph in ("train", "fp"))
+    assert prog.macs - recomputed_macs(spec, prog) == train.macs - fp.macs
+    assert prog.macs < train.macs
+    assert recomputed_macs(spec, prog) < fp.macs
+    assert (recomputed_macs(spec, prog) == 0) == (fmt == "dense")
 
 
 @pytest.mark.parametrize("fmt", ["tt", "ttm", "tr"])

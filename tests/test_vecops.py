@@ -133,10 +133,11 @@ def _ln64(x):
     return (x - mu) / jnp.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + EPS)
 
 
-def _layer_norm(shape, x, config=CFG, terms=()):
+def _layer_norm(shape, x, config=CFG, terms=(), row_pieces=None):
     xh, xl = split(x)
     inputs = {"xh": xh, "xl": xl, **{f"x{i}": t for i, t in enumerate(terms)}}
-    return _run(compile_rows("layer_norm", shape, config, terms=len(terms)), inputs, config).results, xh, xl
+    prog = compile_rows("layer_norm", shape, config, terms=len(terms), row_pieces=row_pieces)
+    return _run(prog, inputs, config).results, xh, xl
 
 
 @settings(max_examples=8, deadline=None)
@@ -147,10 +148,25 @@ def test_layer_norm_and_backward(R, C, mean, terms, seed):
     ``|y - y64| <= 2u (E[x^2] / var) |y64| + 2^-13 (1 + |y64|)`` (the unbiased roundings of ``x bf16(x)``
     in the variance, the pairs' 16 bits), ``rstd`` within ``2u E[x^2] / var``; ``layer_norm_bwd`` of
     ``dy + ..`` against ``jax.vjp``: within ``2u (E[x^2] / var) rstd max|dy| (1 + |y|)``."""
+    _check_layer_norm(R, C, mean, terms, seed)
+
+
+@pytest.mark.parametrize("R, C, pieces", [(32, 768, 2), (12, 96, 4), (8, 64, 8)])
+def test_layer_norm_row_pieces(R, C, pieces):
+    """Folded operands in row pieces (each piece folded on its own, one pass over its columns: the
+    ATIS backward's choice) meet the same bounds; ``row_pieces`` outside what folds is refused."""
+    assert compile_rows("layer_norm_bwd", (R, C), CFG, terms=1, row_pieces=pieces).pieces == pieces
+    _check_layer_norm(R, C, 0.5, 1, pieces, row_pieces=pieces)
+    with pytest.raises(CompileError, match="row pieces") as err:
+        compile_rows("layer_norm", (R, C), CFG, row_pieces=3 * R)
+    assert err.value.field == "row_pieces"
+
+
+def _check_layer_norm(R, C, mean, terms, seed, row_pieces=None):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((R, C)) + mean).astype(np.float32)
     xs = [round_to_bf16_f32(rng.standard_normal((R, C))) for _ in range(terms)]
-    r, xh, xl = _layer_norm((R, C), x, terms=xs)
+    r, xh, xl = _layer_norm((R, C), x, terms=xs, row_pieces=row_pieces)
     x64 = xh.astype(np.float64) + xl + sum(t.astype(np.float64) for t in xs)
     y = r["yh"].astype(np.float64) + r["yl"]
     want = np.asarray(_ln64(x64))
@@ -162,7 +178,7 @@ def test_layer_norm_and_backward(R, C, mean, terms, seed):
     dy = rng.standard_normal((R, C)).astype(np.float32)
     dyh, dyl = split(dy)
     dys = [round_to_bf16_f32(rng.standard_normal((R, C))) for _ in range(terms)]
-    got = _run(compile_rows("layer_norm_bwd", (R, C), CFG, terms=terms),
+    got = _run(compile_rows("layer_norm_bwd", (R, C), CFG, terms=terms, row_pieces=row_pieces),
                {"yh": r["yh"], "yl": r["yl"], "rsh": r["rsh"], "rsl": r["rsl"], "dyh": dyh, "dyl": dyl,
                 **{f"x{i}": t for i, t in enumerate(dys)}}).results
     dx = got["dxh"].astype(np.float64) + got["dxl"]
@@ -180,8 +196,14 @@ def test_pieces_agree_with_one_piece():
     x = (np.random.default_rng(5).standard_normal((40, 24)) + 0.5).astype(np.float32)
     prog = compile_rows("layer_norm", (40, 24), SMALL)
     assert len({r.first for r in prog.runs}) == 2 and len({r.c0 for r in prog.runs}) > 1
-    # few rows: columns folded into a column's 16 rows (the tiny model's 8 x 64 by 8, the ATIS model's 32 x 768 by 2)
-    assert compile_rows("layer_norm", (8, 64), CFG).fold == 8 and compile_rows("layer_norm", (32, 768), CFG).fold == 2
+    # few rows: columns folded into a column's 16 rows (the tiny model's 8 x 64 by 8, the ATIS model's 32 x 768 by 2;
+    # in row pieces, each piece by more: the ATIS backward with three addends in 4 pieces of 8 rows, 8 columns each)
+    assert compile_rows("layer_norm", (8, 64), CFG, row_pieces=1).fold == 8
+    assert compile_rows("layer_norm", (32, 768), CFG, row_pieces=1).fold == 2
+    bwd = compile_rows("layer_norm_bwd", (32, 768), CFG, terms=3)
+    assert (bwd.pieces, bwd.fold) == (4, 8)
+    assert bwd.timeline(CFG).cycles < compile_rows("layer_norm_bwd", (32, 768), CFG, terms=3,
+                                                   row_pieces=1).timeline(CFG).cycles
     assert len(compile_rows("layer_norm", (40, 24), CFG).runs) == 1
     small, xh, xl = _layer_norm((40, 24), x, SMALL)
     big, _, _ = _layer_norm((40, 24), x)
@@ -215,6 +237,10 @@ def test_vector_programs_rtl(sim):
              (compile_rows("softmax", (6, 12), SMALL, scale=0.3), {"s": x}),
              (compile_rows("softmax_bwd", (6, 12), SMALL, scale=0.3), {"p": np.abs(x) / 8, "dp": x}),
              (compile_rows("layer_norm", (6, 12), SMALL), {"xh": xh, "xl": xl}),
+             (compile_rows("layer_norm", (6, 12), SMALL, row_pieces=2), {"xh": xh, "xl": xl}),
+             (compile_rows("layer_norm_bwd", (6, 12), SMALL, row_pieces=2),
+              {**{k: ln.results[k] for k in ("rsh", "rsl")}, "yh": ln.results["yh"], "yl": ln.results["yl"],
+               "dyh": x, "dyl": np.zeros_like(x)}),
              (compile_rows("layer_norm_bwd", (6, 12), SMALL),
               {**{k: ln.results[k] for k in ("rsh", "rsl")}, "yh": ln.results["yh"], "yl": ln.results["yl"],
                "dyh": x, "dyl": np.zeros_like(x)})]

@@ -336,11 +336,13 @@ class Compiler(Chunking):
 
     # --- networks -------------------------------------------------------------------
     def network(self, net: Network, path: Sequence[Sequence[int]], tensors: dict[str, Tensor],
-                prefix: str) -> Tensor:
-        """Compile one network along ``path``; ``tensors`` are the host-store inputs by name."""
+                prefix: str, upto: int | None = None) -> Tensor:
+        """Compile one network along ``path``; ``tensors`` are the host-store inputs by name.
+        ``upto``: only the first ``upto`` steps (their results stay registered; the last one is returned)."""
         for m, s in net.sizes.items():
             self.sizes[m] = s
-        steps = path_steps(net, path)
+        whole = path_steps(net, path)
+        steps = whole[:upto]
         live: dict[int, Tensor] = {i: tensors[op.name] for i, op in enumerate(net.inputs)}
         consumer: dict[int, tuple[int, int]] = {}
         nxt = len(net.inputs)
@@ -375,7 +377,7 @@ class Compiler(Chunking):
                 tail.append(Fusable(sj, live[other], nj.lhs == prev, tuple(nj.out_modes), f"{prefix}.t{nxt + sj}"))
                 others.append(other)
                 prev = nxt + sj
-            result = self.step(net.label, si, A, B, keep, f"{prefix}.t{me}", info, si == len(steps) - 1, tail)
+            result = self.step(net.label, si, A, B, keep, f"{prefix}.t{me}", info, si == len(whole) - 1, tail)
             done = next((f for f in tail if f.out_name == result.name), None)
             if done is not None:            # chunked together with its tail: those steps are done
                 for other in others[:tail.index(done) + 1]:

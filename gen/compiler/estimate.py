@@ -58,7 +58,8 @@ def program_accesses(prog: Program, config: FettaConfig) -> dict[str, int]:
 
 #: npz keys each phase must read from and write to DRAM at least once
 _COMPULSORY = {"fp": (("X", "core"), ("Y",)), "bp": (("dY", "core"), ("dX",)),
-               "wg": (("X", "dY", "core"), ("dcore",)), "train": (("X", "dY", "core"), ("Y", "dX", "dcore"))}
+               "wg": (("X", "dY", "core"), ("dcore",)), "train": (("X", "dY", "core"), ("Y", "dX", "dcore")),
+               "backward": (("X", "dY", "core"), ("dX", "dcore"))}
 
 
 def compulsory_bytes(spec, phase: str, config: FettaConfig) -> int:

@@ -4,7 +4,8 @@
 splits and pads their modes (:func:`gen.compiler.layout.split_modes`), contracts each along its
 MAC-optimal path (:func:`gen.search.csse.best_path`, or one given per label) with a
 :class:`gen.compiler.compiler.Compiler`, and records how the host assembles the results. With
-``phase="train"`` the FP and BP intermediates are kept (spilled to the host, counted as DRAM traffic)
+``phase="train"`` (or ``"backward"``: the same without FP's last step, whose result a training step's
+forward pass made) the FP and BP intermediates are kept (spilled to the host, counted as DRAM traffic)
 and every WG network is re-solved with the saved tensors as extra inputs when that saves MACs
 (:func:`_with_saved`; ``gen.search.training_aware`` explains why an FP intermediate not containing
 ``core_k`` is exactly a WG operand of ``core_k``).
@@ -13,7 +14,7 @@ and every WG network is re-solved with the saved tensors as extra inputs when th
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping, NamedTuple, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 from gen.compiler.allocate import Tensor
 from gen.compiler.batched import pieced
@@ -26,6 +27,16 @@ from gen.design.config import FettaConfig
 from gen.design.isa import Dataflow, Geometry, stationary as stationary_mode
 from gen.search.csse import best_path, search_network
 from gen.workload.network import Network, Operand, path_macs, path_steps, phase_networks, stack_terms
+
+
+#: phases of all three kinds of networks: ``train`` (FP's result ``Y`` too) and ``backward`` (FP only
+#: up to its intermediates, which BP and WG reuse: a training step's backward pass, its forward pass
+#: having made ``Y``)
+TRAINS = ("train", "backward")
+
+
+def _subphases(phase: str) -> list[str]:
+    return ["fp", "bp", "wg"] if phase in TRAINS else [phase]
 
 
 class _Policy(NamedTuple):
@@ -52,6 +63,13 @@ def layer_networks(spec, phase: str, paths: Mapping | None = None) -> list[Netwo
     return stack_terms(nets) if paths is None else nets
 
 
+def recomputed_macs(spec, prog: Program) -> int:
+    """MACs of the FP steps a ``backward`` program of ``spec`` computes (its FP networks' paths but
+    their last step): the forward pass did them once already."""
+    return sum(sum(s.macs for s in path_steps(net, prog.paths[net.label])[:-1])
+               for net in layer_networks(spec, "fp") if net.label in prog.paths)
+
+
 def default_paths(nets: Sequence[Network]) -> dict[str, list[list[int]]]:
     """MAC-optimal path of every network (``gen.search.best_path``)."""
     return {n.label: best_path(n) for n in nets}
@@ -73,7 +91,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
                   views: bool | None = None, fuse: bool | None = None, k_split: bool = True,
                   stationary: bool | None = None, share: bool | None = None, dram: str = "rule") -> Program:
-    """Compile ``phase`` (``fp``, ``bp``, ``wg`` or ``train``) of ``spec`` into a :class:`Program`.
+    """Compile ``phase`` (``fp``, ``bp``, ``wg``, ``train`` or ``backward``: :data:`TRAINS`) of ``spec``
+    into a :class:`Program`.
 
     ``pad``: zero-pad modes to a multiple of ``lanes`` (:func:`split_modes`); ``None`` compiles
     both ways when padding would change anything and keeps the program with fewer cycles end to end
@@ -131,7 +150,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
             # WG networks with and without shared intermediates (:func:`_share_wg`): fewer MACs need not
             # be fewer cycles (kept intermediates take memory, layouts and DRAM reads of their own; the test
             # layers' TTM wg: 398 cycles with one shared, 310 without)
-            for sh in ([share] if share is not None else [True, False] if reuse and phase in ("wg", "train")
+            for sh in ([share] if share is not None else [True, False] if reuse and phase in ("wg", *TRAINS)
                        else [True]):
                 progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
                                    _Policy(relayout, k_split, st, share=sh), pieces_by, v, fuse)
@@ -151,7 +170,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     retries = [_Policy(relayout, k_split, v["stationary"], WIDE_LOOKAHEAD)]
     if k_split:
         retries.append(_Policy(relayout, False, v["stationary"]))
-    if k_split and phase == "train":
+    if k_split and phase in TRAINS:
         # the FP / BP networks without cross-CE splits, the WG ones with them (ATIS TTM embedding train:
         # its dcore_0 first step 230,550 cycles on 8 CEs without, 115,350 on 16 with)
         retries.append(_Policy(relayout, "wg", v["stationary"]))
@@ -231,7 +250,7 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
     pads = [pad]
     if pad is None:
         pads = [False]
-        phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
+        phases = _subphases(phase)
         if any(padded_size(sz, config.lanes) != sz for ph in phases for net in phase_networks(spec, ph)
                for sz in net.sizes.values()):
             pads.append(True)
@@ -289,7 +308,7 @@ def _carry_rows(phase: str, config: FettaConfig) -> int:
     """Accumulation rows a piece program of ``phase`` reserves for the sums carried across batch
     pieces (:mod:`gen.compiler.batched`): a quarter of the unit for ``wg`` / ``train``, else none."""
     geo = Geometry.of(config)
-    return ceil_to(geo.accum_rows // 4, geo.banks) if phase in ("wg", "train") else 0
+    return ceil_to(geo.accum_rows // 4, geo.banks) if phase in ("wg", *TRAINS) else 0
 
 
 def piece_program(spec, phase: str, config: FettaConfig, P: int, policy: _Policy, paths=None, reuse: bool = True,
@@ -368,7 +387,7 @@ class _Layer:
 
 def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: int = 0,
                    policy: _Policy | None = None, pieces: int = 1, views: bool = True, fuse: bool = True) -> Program:
-    phases = ["fp", "bp", "wg"] if phase == "train" else [phase]
+    phases = _subphases(phase)
     policy = policy or _Policy()
     comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views, fuse=fuse,
                     k_split=bool(policy.k_split), stationary=policy.stationary, lookahead=policy.lookahead,
@@ -393,7 +412,13 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
                 if used:
                     reused[net.label] = used
             prefix = net.label.replace(" ", "").replace("[", "_").replace("]", "")
-            keeps = phase == "train" and ph in ("fp", "bp") and net.terms == 1
+            keeps = phase in TRAINS and ph in ("fp", "bp") and net.terms == 1
+            # ``backward``: FP's intermediates only, not its result (the forward pass made it)
+            upto = None
+            if phase == "backward" and ph == "fp":
+                if not keeps or len(path) < 2:
+                    continue
+                upto = len(path) - 1
             shared = _share_wg(comp, run_net, path, prefix, saved, [x[1:] for x in nets[i + 1:]]) \
                 if ph == "wg" and reuse and policy.share else []
             if keeps:
@@ -404,13 +429,14 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
                 out = pipelined_network(comp, run_net, path, layer.tensors, prefix, pieces)
                 piped += out is not None
             if out is None:
-                out = comp.network(run_net, path, layer.tensors, prefix)
+                out = comp.network(run_net, path, layer.tensors, prefix, upto)
             steps_of = _trees(run_net, path, trees)
             # a network that started from saved intermediates: the path over its own inputs that
             # contracts in the same order (the saved ones' subtrees included)
             used_paths[net.label] = _ssa_path([op.name for op in net.inputs], steps_of[-1]) \
                 if run_net is not net else [list(p) for p in path]
-            layer.add_result(orig, net, out)
+            if upto is None:
+                layer.add_result(orig, net, out)
             # the tree of every intermediate (tensor ``{prefix}.t{SSA id}``), for networks that start from it
             trees.update((f"{prefix}.t{len(run_net.inputs) + k}", t) for k, t in enumerate(steps_of))
             if keeps:
@@ -491,6 +517,39 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
         layer.tensors.update(comp.registry)
     return comp.program(results=layer.results, paths=used_paths, reused={}, input_modes=layer.input_modes,
                         input_pads=layer.input_pads)
+
+
+#: most batch pieces :func:`compile_pieces` tries
+MAX_PIECES = 16
+
+
+def compile_pieces(make: Callable[[int], Sequence[Network]], batch: int, config: FettaConfig,
+                   paths: Mapping[str, Sequence[Sequence[int]]] | None = None, dram: str = "rule") -> Program:
+    """The networks ``make(batch)`` (all with the batch mode ``b`` of size ``batch`` as the first axis of
+    every batch operand and result) as one program (:func:`compile_networks`), or as ``P`` repeats of the
+    program of ``make(batch // P)`` on alternating halves (:func:`gen.compiler.batched.pieced`: the DRAM
+    transfers of one piece overlap the compute of the other), for every ``P`` up to :data:`MAX_PIECES`
+    dividing ``batch`` whose piece program is one segment; keeps :func:`_best`'s (``dram``: the count it
+    compares by). ``paths`` (by label) hold for every piece count: a path names operands, not sizes.
+    A piece program carries no sums across pieces (no reserved accumulation rows): networks that sum the
+    batch away run whole. The ATIS transformer's attention (the head the batch mode) runs in 6-12 pieces:
+    28,284 cycles per encoder as DMA jobs against 44,569 in one run each."""
+    whole = compile_networks(make(batch), config, paths=paths)
+    progs = [whole]
+    for P in range(2, min(batch, MAX_PIECES) + 1):
+        if batch % P:
+            continue
+        try:
+            piece = compile_networks(make(batch // P), config, paths=paths)
+        except CompileError:
+            continue
+        prog = pieced(piece, P, batch, config)
+        if prog is None:
+            continue
+        prog.macs = min(prog.macs, whole.macs)
+        prog.variant = dict(whole.variant, pieces=P, pieces_by="phase")
+        progs.append(prog)
+    return _best(progs, config, dram)
 
 
 def _trees(net: Network, path, saved_trees: Mapping[str, object]) -> list:
@@ -612,4 +671,5 @@ def fastest_paths(nets: Sequence[Network], config: FettaConfig, top_k: int = 8,
     return out
 
 
-__all__ = ["compile_layer", "compile_networks", "default_paths", "fastest_paths", "layer_networks"]
+__all__ = ["compile_layer", "compile_networks", "compile_pieces", "default_paths", "fastest_paths", "layer_networks",
+           "recomputed_macs", "TRAINS"]

@@ -24,7 +24,11 @@ the ping-pong halves. Softmax keeps all ``C`` columns of a piece in one half. La
 passes over *column pieces* when its columns do not fit one half (``C = 768`` with its scratch
 regions): pass 1 runs accumulate the sums in the accumulation unit, which keeps them from run to
 run, the first pass 2 run turns them into statistics, every pass 2 run writes its columns again and
-computes them. Of the pieces and blocks that fit, the compiler keeps the fastest end to end
+computes them. A folded operand (few rows) can also run in *row pieces*, each folded on its own by
+more (:attr:`VecProgram.pieces`; the ATIS model's 32 rows: 2-8 pieces of 16-4 rows, each a column's 16
+rows with 4-16 groups of columns): each piece holds all its columns in one half and runs one pass,
+while the other piece's transfers overlap it (the ATIS backward with three addends: 29,731 cycles in 4
+pieces against 33,513 in two passes over column pieces). Of the pieces and blocks that fit, the compiler keeps the fastest end to end
 (:meth:`VecProgram.timeline`, the one timing rule). A program longer than the instruction memory runs
 as several runs on the same half (:func:`gen.compiler.vecops.cut`).
 
@@ -267,10 +271,11 @@ _SPECS = {
 }
 
 
-def _fit(geo: Geometry, spec: _Spec, C: int, blocks: int, unit: int) -> tuple[int, int]:
-    """The largest piece (``H`` rows a column, a multiple of ``unit``) and block (``k`` columns) that fit."""
+def _fit(geo: Geometry, spec: _Spec, C: int, blocks: int, unit: int, top: int | None = None) -> tuple[int, int]:
+    """The largest piece (``H`` rows a column, a multiple of ``unit``, at most ``top``) and block (``k``
+    columns) that fit."""
     ks = [k for k in (1 << i for i in range(C.bit_length())) if C % k == 0][::-1]
-    for H in range(blocks, 0, -unit):
+    for H in range(min(blocks, top or blocks), 0, -unit):
         pieces = -(-blocks // H)
         a_cap = geo.accum_rows // (2 if pieces > 1 else 1)
         for k in ks:
@@ -282,9 +287,12 @@ def _fit(geo: Geometry, spec: _Spec, C: int, blocks: int, unit: int) -> tuple[in
     raise CompileError(f"no piece of {unit} rows a column fits the memories for {C} columns", field="shape")
 
 
-def compile_rows(op: str, shape, config: FettaConfig, *, scale: float = 1.0, terms: int = 0) -> VecProgram:
+def compile_rows(op: str, shape, config: FettaConfig, *, scale: float = 1.0, terms: int = 0,
+                 row_pieces: int | None = None) -> VecProgram:
     """``op`` (:data:`ROW_OPS`) along the last axis of tensors of ``shape``; ``scale`` of the softmax;
-    ``terms``: bfloat16 addends ``x0 ..`` the layer norm operations add to their FP32 input first."""
+    ``terms``: bfloat16 addends ``x0 ..`` the layer norm operations add to their FP32 input first.
+    ``row_pieces`` (layer norm and its backward on folded operands, module docstring "Pieces"):
+    ``None`` keeps the fastest of one piece and :data:`ROW_PIECES`, ``1`` one piece, ``P`` exactly ``P``."""
     if op not in ROW_OPS:
         raise CompileError(f"unknown row operation {op!r} (known: {', '.join(ROW_OPS)})", field="op")
     geo = Geometry.of(config)
@@ -296,13 +304,27 @@ def compile_rows(op: str, shape, config: FettaConfig, *, scale: float = 1.0, ter
         raise CompileError(f"needs a non-empty tensor, got shape {shape}", field="shape")
     fold = _fold(-(-R // geo.lanes), C, unit)
     if op in _TWO_PASS:
-        return _compile_two_pass(op, _two_pass(op, terms), shape, config, unit, terms, fold)
+        return _compile_two_pass(op, _two_pass(op, terms), shape, config, unit, terms, fold, row_pieces)
+    if row_pieces not in (None, 1):
+        raise CompileError(f"{op} takes no row pieces", field="row_pieces")
     if terms:
         raise CompileError(f"{op} takes no addends", field="terms")
     spec = _SPECS[op]
     C //= fold
     rows = unit if fold > 1 else ceil_to(-(-R // geo.lanes), unit)
-    H, k = _fit(geo, spec, C, rows, unit)
+    # the largest piece that fits, and pieces of a half and a quarter of it: more pieces overlap the
+    # transfers of one with the compute of another (the ATIS softmax, 384 rows of 32: 2 pieces)
+    H = _fit(geo, spec, C, rows, unit)[0]
+    tops = dict.fromkeys([H] + [ceil_to(-(-H // n), unit) for n in (2, 4)])
+    progs = [_build_one_pass(op, spec, shape, geo, unit, fold, C, rows, *_fit(geo, spec, C, rows, unit, top), scale)
+             for top in tops]
+    return min(progs, key=lambda p: (p.timeline(config).cycles, len(p.runs)))
+
+
+def _build_one_pass(op: str, spec: _Spec, shape: tuple[int, ...], geo: Geometry, unit: int, fold: int, C: int,
+                    rows: int, H: int, k: int, scale: float) -> VecProgram:
+    """A one-pass row-wise operation (softmax, its backward) in pieces of ``H`` rows a column, blocks of
+    ``k`` columns."""
     blocks = ceil_to(rows, H)
     one = geo.unified_half_rows - unit
     runs: list[VecRun] = []
@@ -563,6 +585,9 @@ def _two_pass(op: str, k: int) -> _TwoPass:
 #: the operations that run in two passes over the columns
 _TWO_PASS = ("layer_norm", "layer_norm_bwd")
 
+#: row pieces a folded two-pass operation is also compiled in (:func:`_compile_two_pass`)
+ROW_PIECES = (2, 4, 8)
+
 
 #: blocks a pass may take when wider ones fit (longer programs only repeat the per-block overhead)
 MAX_BLOCKS = 64
@@ -598,20 +623,33 @@ def _regions(spec, names_rows, base: int = 0) -> dict[str, int]:
 
 
 def _compile_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], config: FettaConfig, unit: int,
-                      terms: int, fold: int) -> VecProgram:
-    """The fastest end to end (:meth:`VecProgram.timeline`) of the pieces and blocks that fit."""
+                      terms: int, fold: int, row_pieces: int | None = None) -> VecProgram:
+    """The fastest end to end (:meth:`VecProgram.timeline`) of the pieces and blocks that fit
+    (``row_pieces``: :func:`compile_rows`)."""
     C, R = shape[-1], int(np.prod(shape[:-1]))
     geo = Geometry.of(config)
     rows = unit if fold > 1 else ceil_to(-(-R // geo.lanes), unit)
-    progs = [_build_two_pass(op, spec, shape, geo, unit, terms, fold, *c)
-             for c in _candidates(geo, spec, C // fold, rows, unit)]
+    progs = [] if row_pieces not in (None, 1) else \
+        [_build_two_pass(op, spec, shape, geo, unit, terms, fold, *c) for c in _candidates(geo, spec, C // fold, rows, unit)]
+    # a folded operand in row pieces, each folded on its own: one pass each where its columns fit a half
+    # (the other piece's transfers overlap it) instead of two passes over column pieces
+    for pieces in ROW_PIECES if row_pieces is None else () if row_pieces == 1 else (row_pieces,):
+        prows = -(-(R // pieces) // geo.lanes)
+        pfold = _fold(prows, C, unit) if R % pieces == 0 else 1
+        if fold == 1 or pfold == 1 or prows * pfold > unit:
+            continue
+        progs += [_build_two_pass(op, spec, shape, geo, unit, terms, pfold, *c, row_pieces=pieces)
+                  for c in _candidates(geo, spec, C // pfold, unit, unit)]
+    if not progs:
+        raise CompileError(f"{op} of shape {shape} does not run in {row_pieces} row pieces (each must fold "
+                           f"into the vector unit's {unit}-row chunk)", field="row_pieces")
     return min(progs, key=lambda p: (p.timeline(config).cycles, len(p.runs)))
 
 
 def _build_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], geo: Geometry, unit: int, terms: int,
-                    fold: int, H: int, k: int, cp: int) -> VecProgram:
+                    fold: int, H: int, k: int, cp: int, row_pieces: int = 1) -> VecProgram:
     C, R = shape[-1] // fold, int(np.prod(shape[:-1]))
-    blocks = unit if fold > 1 else ceil_to(-(-R // geo.lanes), H)
+    blocks = unit * row_pieces if fold > 1 else ceil_to(-(-R // geo.lanes), H)
     one = geo.unified_half_rows - unit
     a = _regions(spec, ((spec.ablock, k * H), (spec.astat, H)))
     pieces = [(c0, min(C, c0 + cp)) for c0 in range(0, C, cp)]
@@ -660,4 +698,4 @@ def _build_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], geo: Geomet
     names = tuple(dict.fromkeys(spec.full + spec.stat_in))
     return VecProgram(op, shape, C, blocks, runs, {n: "u" for n in names},
                       {n: "u" for n in tuple(spec.outputs) + spec.stat_out}, ops,
-                      frozenset(spec.stat_in + spec.stat_out), fold)
+                      frozenset(spec.stat_in + spec.stat_out), fold, row_pieces)

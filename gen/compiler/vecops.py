@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -102,9 +102,19 @@ class VecProgram:
     #: row-wise operations on few rows: groups of columns folded into one column's rows (group ``g``
     #: of the ``fold`` in rows ``[g * blocks / fold, (g + 1) * blocks / fold)``; :mod:`gen.compiler.rowops`)
     fold: int = 1
+    #: folded row-wise operations in row pieces: rows ``[p R / pieces, (p + 1) R / pieces)`` of the
+    #: operand are piece ``p``, packed (and folded) on their own into rows ``[p blocks / pieces, (p + 1)
+    #: blocks / pieces)`` (:mod:`gen.compiler.rowops`, "Pieces")
+    pieces: int = 1
 
     def tensor_shape(self, name: str) -> tuple[int, ...]:
         return self.shape[:-1] if name in self.stats else self.shape
+
+    def _piece(self) -> "VecProgram":
+        """One row piece as a program of its own (its layout; no runs)."""
+        R = int(np.prod(self.shape[:-1]))
+        return VecProgram(self.op, (R // self.pieces, self.shape[-1]), self.cols, self.blocks // self.pieces, [],
+                          self.inputs, self.outputs, stats=self.stats, fold=self.fold)
 
     def _flat(self, name: str) -> bool:
         return self.cols == 1 and self.fold == 1 or name in self.stats
@@ -113,6 +123,10 @@ class VecProgram:
         """Tensor ``name`` -> ``[columns, blocks, lanes]`` (zero padded; a statistic repeated in every
         folded group)."""
         arr = np.asarray(arr, np.float32)
+        if self.pieces > 1:
+            one = self._piece()
+            parts = np.split(arr.reshape(-1) if name in self.stats else arr.reshape(-1, self.shape[-1]), self.pieces)
+            return np.concatenate([one.pack(part, lanes, name) for part in parts], axis=1)
         f, g = self.fold, self.blocks // self.fold
         if self._flat(name):
             flat = np.zeros(g * lanes, np.float32)
@@ -127,6 +141,10 @@ class VecProgram:
     def unpack(self, full: np.ndarray, name: str = "") -> np.ndarray:
         """``[columns, blocks, lanes]`` -> tensor ``name``."""
         shape = self.tensor_shape(name)
+        if self.pieces > 1:
+            one = self._piece()
+            parts = [one.unpack(part, name) for part in np.split(full, self.pieces, axis=1)]
+            return np.concatenate(parts, axis=0).reshape(shape)
         n = int(np.prod(shape))
         f, g = self.fold, self.blocks // self.fold
         if full.shape[0] == 1 and (self.fold == 1 or name in self.stats):
@@ -138,6 +156,8 @@ class VecProgram:
     def real_rows(self, name: str, run: VecRun, lanes: int) -> int:
         """Rows of ``run``'s slab of tensor ``name`` that hold an element of it (the rest are padding,
         which no result depends on: a transfer leaves them out)."""
+        if self.pieces > 1:     # a run holds one piece (or part of one)
+            return self._piece().real_rows(name, replace(run, first=run.first % (self.blocks // self.pieces)), lanes)
         shape = self.tensor_shape(name)
         f, g = self.fold, self.blocks // self.fold
         if self._flat(name):

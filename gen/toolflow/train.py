@@ -46,7 +46,7 @@ from typing import Callable
 import numpy as np
 
 from gen.compiler import compile_layer
-from gen.compiler.phases import compile_networks, fastest_paths
+from gen.compiler.phases import compile_networks, compile_pieces, fastest_paths, recomputed_macs
 from gen.compiler.dma import lower_dma
 from gen.compiler.rowops import compile_rows
 from gen.compiler.vecops import compile_vec
@@ -153,13 +153,14 @@ class Accelerator:
         return self._programs[key]
 
     def backward(self, kind: str, spec, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """``dX`` and every ``dcore_k`` of ``spec`` from ``X``, ``dY`` and the cores by the layer's ``train``
-        program (the training-aware paths, which reuse FP's intermediates in BP and WG: 18,659 cycles
-        for the ATIS TT layer against 29,050 for its separate ``bp`` and ``wg``). FP's intermediates do
-        not survive from the forward pass, so the program computes FP again; its useful MACs are the
-        program's less those of the ``fp`` program that ran in the forward pass."""
-        prog = self._layer_program(spec, "train")
-        return self._execute(kind, prog, operands, prog.macs - self._layer_program(spec, "fp").macs)
+        """``dX`` and every ``dcore_k`` of ``spec`` from ``X``, ``dY`` and the cores by the layer's
+        ``backward`` program: the ``train`` program's training-aware paths (BP and WG reuse FP's
+        intermediates: 14,145 cycles for the ATIS TT layer as DMA jobs against 4,811 + 10,746 for its
+        separate ``bp`` and ``wg``) without FP's last step, whose result ``Y`` the forward pass made
+        (13,900 cycles). FP's intermediates do not survive from the forward pass, so the program computes
+        them again; its useful MACs are the program's less those (:func:`gen.compiler.phases.recomputed_macs`)."""
+        prog = self._layer_program(spec, "backward")
+        return self._execute(kind, prog, operands, prog.macs - recomputed_macs(spec, prog))
 
     def embedding(self, spec, phase: str, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The embedding's ``fp`` (``Y``) or ``wg`` (``dcore_k``) networks on ``operands`` (``E_k``,
@@ -182,6 +183,16 @@ class Accelerator:
             self._programs[key] = compile_networks(nets, self.config, paths=paths)
             # useful MACs: those of the MAC-optimal trees, whichever tree runs
             self._useful[key] = sum(path_macs(n, best_path(n)) for n in nets)
+        return self._execute(kind, self._programs[key], operands, self._useful[key])
+
+    def pieces(self, kind: str, key, make: Callable[[int], list], batch: int,
+               operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """As :meth:`networks` for networks ``make(batch)`` whose batch mode ``b`` (``batch`` long) leads
+        every operand and result: compiled whole or in batch pieces, whichever runs fastest end to end
+        (:func:`gen.compiler.phases.compile_pieces`, by this accelerator's ``dram`` count)."""
+        if key not in self._programs:
+            self._programs[key] = compile_pieces(make, batch, self.config, dram=self.dram)
+            self._useful[key] = sum(path_macs(n, best_path(n)) for n in make(batch))
         return self._execute(kind, self._programs[key], operands, self._useful[key])
 
     def _execute(self, kind: str, prog, operands: dict[str, np.ndarray], macs: int | None = None) -> dict[str, np.ndarray]:
@@ -259,7 +270,6 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
     """Loss and gradients (float32, bfloat16 values) of one sample (module docstring). Every array the
     host's elementwise work makes is counted in ``acc.cost.host_elements`` (``ops`` operations each)."""
     S, H, dh = model.seq, model.heads, model.head_dim
-    heads = (S, H, dh)                # a [seq, d_model] activation read per head
     scale = np.float32(1 / math.sqrt(dh))
     emb_n = len(model.embedding.core_shapes())
 
@@ -284,8 +294,18 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
         return r["dxh"] + r["dxl"]
 
     def attend(stage: str, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return acc.networks("attention", ("attention", S, H, dh, stage),
-                            lambda: [attention_networks(model)[t] for t in ATTENTION_STAGES[stage]], operands)
+        """The attention products of ``stage``, every head at once (in batch pieces of heads where
+        that is faster); activations go in and come out head-first, ``[H, S, dh]``."""
+        return acc.pieces("attention", ("attention", S, H, dh, stage),
+                          lambda h: [attention_networks(model, h)[t] for t in ATTENTION_STAGES[stage]], H, operands)
+
+    def by_head(x: np.ndarray) -> np.ndarray:
+        """A ``[seq, d_model]`` activation head-first, ``[H, S, dh]``."""
+        return x.reshape(S, H, dh).transpose(1, 0, 2)
+
+    def joined(x: np.ndarray) -> np.ndarray:
+        """Back from head-first to ``[seq, d_model]``."""
+        return x.transpose(1, 0, 2).reshape(S, H * dh)
     factors = token_factors(model.embedding, tokens)
     emb = _cores(params, "emb", emb_n)
     z = acc.vector("add", params["pos"], acc.embedding(model.embedding, "fp", {**factors, **emb})["Y"])
@@ -297,9 +317,9 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
             return acc.layer("linear", model.layer(kind), "fp", {"X": X, **cores[kind]})["Y"]
         x = z
         q, k, v = fp("q", x), fp("k", x), fp("v", x)
-        scores = attend("scores", {"Q": q.reshape(heads), "K": k.reshape(heads)})["S"]
+        scores = attend("scores", {"Q": by_head(q), "K": by_head(k)})["S"]
         probs = acc.rows("softmax", {"s": scores}, scale)["out"]                  # [H, S, S]
-        ctx = attend("context", {"P": probs, "V": v.reshape(heads)})["C"].reshape(S, H * dh)
+        ctx = joined(attend("context", {"P": probs, "V": by_head(v)})["C"])
         y1, ln1 = layer_norm(x, fp("o", ctx))
         f1 = fp("ffn1", y1)
         g = acc.vector("gelu", None, f1)
@@ -327,10 +347,10 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
         df1 = acc.vector("gelu_bwd", None, f1, bp_wg("ffn2", g, dr2))
         dr1 = layer_norm_bwd(ln1, dr2, bp_wg("ffn1", y1, df1))
         dctx = bp_wg("o", ctx, dr1)
-        back = attend("back_p", {"dC": dctx.reshape(heads), "V": v.reshape(heads), "P": probs})
+        back = attend("back_p", {"dC": by_head(dctx), "V": by_head(v), "P": probs})
         ds = acc.rows("softmax_bwd", {"p": probs, "dp": back["dP"]}, scale)["out"]
-        back_s = attend("back_s", {"dS": ds, "Q": q.reshape(heads), "K": k.reshape(heads)})
-        dq, dk, dv = (a.reshape(S, H * dh) for a in (back_s["dQ"], back_s["dK"], back["dV"]))
+        back_s = attend("back_s", {"dS": ds, "Q": by_head(q), "K": by_head(k)})
+        dq, dk, dv = (joined(a) for a in (back_s["dQ"], back_s["dK"], back["dV"]))
         dz, dz_terms = dr1, (bp_wg("q", x, dq), bp_wg("k", x, dk), bp_wg("v", x, dv))
     dz = acc.vector("add", dz, *dz_terms)
     grads["pos"] = round_to_bf16_f32(dz)

@@ -209,19 +209,21 @@ def _product(target: str, a: tuple[str, str], b: tuple[str, str], out: str, size
     return Network("fp", target, ops, tuple(out), dict(sizes), tuple(sizes[m] for m in out))
 
 
-def attention_networks(model: TransformerSpec) -> dict[str, Network]:
-    """Every head's attention products as one network per result, the head ``h`` a batch mode:
-    ``S[h,s,t] = Q[s,h,d] K[t,h,d]``, ``C[s,h,d] = P[h,s,t] V[t,h,d]``, ``dP[h,s,t] = dC[s,h,d] V[t,h,d]``,
-    ``dV[t,h,d] = P[h,s,t] dC[s,h,d]``, ``dQ[s,h,d] = dS[h,s,t] K[t,h,d]``, ``dK[t,h,d] = dS[h,s,t] Q[s,h,d]``
-    (``Q``, ``K``, ``V``, ``C`` and their gradients are ``[seq, d_model]`` arrays read as ``[seq, heads,
-    head_dim]``; the 1 / sqrt(head_dim) scale is the host's)."""
-    sizes = {"h": model.heads, "s": model.seq, "t": model.seq, "d": model.head_dim}
+def attention_networks(model: TransformerSpec, heads: int | None = None) -> dict[str, Network]:
+    """Every head's attention products as one network per result, the head the batch mode ``b`` and
+    the first axis of every operand: ``S[b,s,t] = Q[b,s,d] K[b,t,d]``, ``C[b,s,d] = P[b,s,t] V[b,t,d]``,
+    ``dP[b,s,t] = dC[b,s,d] V[b,t,d]``, ``dV[b,t,d] = P[b,s,t] dC[b,s,d]``, ``dQ[b,s,d] = dS[b,s,t]
+    K[b,t,d]``, ``dK[b,t,d] = dS[b,s,t] Q[b,s,d]`` (``Q``, ``K``, ``V``, ``C`` and their gradients are
+    ``[seq, d_model]`` activations, given head-first: ``[heads, seq, head_dim]``; the 1 / sqrt(head_dim)
+    scale is the host's). ``heads``: that many heads instead of the model's (a batch piece of them,
+    :func:`gen.compiler.phases.compile_pieces`)."""
+    sizes = {"b": heads or model.heads, "s": model.seq, "t": model.seq, "d": model.head_dim}
 
     def net(target: str, a: tuple[str, str], b: tuple[str, str], out: str) -> Network:
         return _product(target, a, b, out, sizes)
-    return {"S": net("S", ("Q", "shd"), ("K", "thd"), "hst"), "C": net("C", ("P", "hst"), ("V", "thd"), "shd"),
-            "dP": net("dP", ("dC", "shd"), ("V", "thd"), "hst"), "dV": net("dV", ("P", "hst"), ("dC", "shd"), "thd"),
-            "dQ": net("dQ", ("dS", "hst"), ("K", "thd"), "shd"), "dK": net("dK", ("dS", "hst"), ("Q", "shd"), "thd")}
+    return {"S": net("S", ("Q", "bsd"), ("K", "btd"), "bst"), "C": net("C", ("P", "bst"), ("V", "btd"), "bsd"),
+            "dP": net("dP", ("dC", "bsd"), ("V", "btd"), "bst"), "dV": net("dV", ("P", "bst"), ("dC", "bsd"), "btd"),
+            "dQ": net("dQ", ("dS", "bst"), ("K", "btd"), "bsd"), "dK": net("dK", ("dS", "bst"), ("Q", "bsd"), "btd")}
 
 
 def classifier_networks(model: TransformerSpec) -> dict[str, Network]:
