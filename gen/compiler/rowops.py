@@ -32,7 +32,7 @@ pieces against 33,513 in two passes over column pieces). Of the pieces and block
 (:meth:`VecProgram.timeline`, the one timing rule). A program longer than the instruction memory runs
 as several runs on the same half (:func:`gen.compiler.vecops.cut`).
 
-**Precision** (``u = 2**-9``, bfloat16's unit roundoff; measured in ``docs/training.md``): the ``x``
+**Precision** (``u = 2**-9``, half of bfloat16's unit roundoff ``2**-8``; measured in ``docs/training.md``): the ``x``
 operand of every ``VEC`` is bfloat16, so FP32 values travel as hi / lo pairs where a rounding would
 matter: the scaled scores and ``exp``'s argument, the statistics (maximum: exact; sums, ``1 / sum``).
 

@@ -10,7 +10,7 @@ the bfloat16 operands into the unified memory and the FP32 operands into the acc
 program (``LOAD`` / ``VEC``) runs to HALT, the host reads the results back (bfloat16 from the unified
 memory, or FP32 from the accumulation unit).
 
-The operations (``x`` bfloat16 operands, ``y`` FP32 operands; ``u = 2**-9``; what each step rounds is
+The operations (``x`` bfloat16 operands, ``y`` FP32 operands; ``u = 2**-9``, half of bfloat16's unit roundoff ``2**-8``; what each step rounds is
 in its recipe below, the measured error against float64 in ``docs/training.md``):
 
 * ``add``: ``y + x_1 + ... + x_k`` in FP32, left to right, each sum rounded once (the host's float32
