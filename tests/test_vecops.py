@@ -155,7 +155,7 @@ def test_layer_norm_and_backward(R, C, mean, terms, seed):
 def test_layer_norm_row_pieces(R, C, pieces):
     """Folded operands in row pieces (each piece folded on its own, one pass over its columns: the
     ATIS backward's choice) meet the same bounds; ``row_pieces`` outside what folds is refused."""
-    assert compile_rows("layer_norm_bwd", (R, C), CFG, terms=1, row_pieces=pieces).pieces == pieces
+    assert compile_rows("layer_norm_bwd", (R, C), CFG, terms=1, row_pieces=pieces).row_pieces == pieces
     _check_layer_norm(R, C, 0.5, 1, pieces, row_pieces=pieces)
     with pytest.raises(CompileError, match="row pieces") as err:
         compile_rows("layer_norm", (R, C), CFG, row_pieces=3 * R)
@@ -201,7 +201,7 @@ def test_pieces_agree_with_one_piece():
     assert compile_rows("layer_norm", (8, 64), CFG, row_pieces=1).fold == 8
     assert compile_rows("layer_norm", (32, 768), CFG, row_pieces=1).fold == 2
     bwd = compile_rows("layer_norm_bwd", (32, 768), CFG, terms=3)
-    assert (bwd.pieces, bwd.fold) == (4, 8)
+    assert (bwd.row_pieces, bwd.fold) == (4, 8)
     assert bwd.timeline(CFG).cycles < compile_rows("layer_norm_bwd", (32, 768), CFG, terms=3,
                                                    row_pieces=1).timeline(CFG).cycles
     assert len(compile_rows("layer_norm", (40, 24), CFG).runs) == 1

@@ -25,16 +25,18 @@ passes over *column pieces* when its columns do not fit one half (``C = 768`` wi
 regions): pass 1 runs accumulate the sums in the accumulation unit, which keeps them from run to
 run, the first pass 2 run turns them into statistics, every pass 2 run writes its columns again and
 computes them. A folded operand (few rows) can also run in *row pieces*, each folded on its own by
-more (:attr:`VecProgram.pieces`; the ATIS model's 32 rows: 2-8 pieces of 16-4 rows, each a column's 16
-rows with 4-16 groups of columns): each piece holds all its columns in one half and runs one pass,
-while the other piece's transfers overlap it (the ATIS backward with three addends: 29,731 cycles in 4
-pieces against 33,513 in two passes over column pieces). Of the pieces and blocks that fit, the compiler keeps the fastest end to end
-(:meth:`VecProgram.timeline`, the one timing rule). A program longer than the instruction memory runs
-as several runs on the same half (:func:`gen.compiler.vecops.cut`).
+more (:attr:`VecProgram.row_pieces`; the ATIS model's 32 rows: 2-8 pieces of 16-4 rows, each a
+column's 16 rows with 4-16 groups of columns): each piece holds all its columns in one half and runs
+one pass, while the other piece's transfers overlap it (the ATIS backward with three addends: 29,731
+cycles in 4 pieces against 33,513 in two passes over column pieces). Of the pieces and blocks that
+fit, the compiler keeps the fastest end to end (:meth:`VecProgram.timeline`, the one timing rule). A
+program longer than the instruction memory runs as several runs on the same half
+(:func:`gen.compiler.vecops.cut`).
 
-**Precision** (``u = 2**-9``, half of bfloat16's unit roundoff ``2**-8``; measured in ``docs/training.md``): the ``x``
-operand of every ``VEC`` is bfloat16, so FP32 values travel as hi / lo pairs where a rounding would
-matter: the scaled scores and ``exp``'s argument, the statistics (maximum: exact; sums, ``1 / sum``).
+**Precision** (``u = 2**-9``, half of bfloat16's unit roundoff ``2**-8``; measured in
+``docs/training.md``): the ``x`` operand of every ``VEC`` is bfloat16, so FP32 values travel as hi / lo
+pairs where a rounding would matter: the scaled scores and ``exp``'s argument, the statistics
+(maximum: exact; sums, ``1 / sum``).
 
 * ``softmax(s)`` along ``C`` of ``scale * s``: ``z = scale (s - max)`` in FP32 (``scale`` as
   ``bf16(scale) + bf16(scale - bf16(scale))``), ``e = exp(z_hi) (1 + z_lo + z_lo^2 / 2)``, the row sum of ``e``
@@ -629,11 +631,14 @@ def _compile_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], config: F
     C, R = shape[-1], int(np.prod(shape[:-1]))
     geo = Geometry.of(config)
     rows = unit if fold > 1 else ceil_to(-(-R // geo.lanes), unit)
-    progs = [] if row_pieces not in (None, 1) else \
-        [_build_two_pass(op, spec, shape, geo, unit, terms, fold, *c) for c in _candidates(geo, spec, C // fold, rows, unit)]
+    progs = []
+    if row_pieces in (None, 1):
+        progs += [_build_two_pass(op, spec, shape, geo, unit, terms, fold, *c)
+                  for c in _candidates(geo, spec, C // fold, rows, unit)]
     # a folded operand in row pieces, each folded on its own: one pass each where its columns fit a half
     # (the other piece's transfers overlap it) instead of two passes over column pieces
-    for pieces in ROW_PIECES if row_pieces is None else () if row_pieces == 1 else (row_pieces,):
+    counts = ROW_PIECES if row_pieces is None else () if row_pieces == 1 else (row_pieces,)
+    for pieces in counts:
         prows = -(-(R // pieces) // geo.lanes)
         pfold = _fold(prows, C, unit) if R % pieces == 0 else 1
         if fold == 1 or pfold == 1 or prows * pfold > unit:
@@ -641,8 +646,9 @@ def _compile_two_pass(op: str, spec: _TwoPass, shape: tuple[int, ...], config: F
         progs += [_build_two_pass(op, spec, shape, geo, unit, terms, pfold, *c, row_pieces=pieces)
                   for c in _candidates(geo, spec, C // pfold, unit, unit)]
     if not progs:
-        raise CompileError(f"{op} of shape {shape} does not run in {row_pieces} row pieces (each must fold "
-                           f"into the vector unit's {unit}-row chunk)", field="row_pieces")
+        raise CompileError(f"{op} of shape {shape} does not run in {row_pieces} row pieces (the rows must "
+                           f"divide into them, fewer than the vector unit's {unit}-row chunk holds, and "
+                           f"each piece fold into it)", field="row_pieces")
     return min(progs, key=lambda p: (p.timeline(config).cycles, len(p.runs)))
 
 

@@ -10,8 +10,9 @@ the bfloat16 operands into the unified memory and the FP32 operands into the acc
 program (``LOAD`` / ``VEC``) runs to HALT, the host reads the results back (bfloat16 from the unified
 memory, or FP32 from the accumulation unit).
 
-The operations (``x`` bfloat16 operands, ``y`` FP32 operands; ``u = 2**-9``, half of bfloat16's unit roundoff ``2**-8``; what each step rounds is
-in its recipe below, the measured error against float64 in ``docs/training.md``):
+The operations (``x`` bfloat16 operands, ``y`` FP32 operands; ``u = 2**-9``, half of bfloat16's unit
+roundoff ``2**-8``; what each step rounds is in its recipe below, the measured error against float64
+in ``docs/training.md``):
 
 * ``add``: ``y + x_1 + ... + x_k`` in FP32, left to right, each sum rounded once (the host's float32
   sum of the same values, bit for bit outside subnormals); result FP32.
@@ -105,7 +106,7 @@ class VecProgram:
     #: folded row-wise operations in row pieces: rows ``[p R / pieces, (p + 1) R / pieces)`` of the
     #: operand are piece ``p``, packed (and folded) on their own into rows ``[p blocks / pieces, (p + 1)
     #: blocks / pieces)`` (:mod:`gen.compiler.rowops`, "Pieces")
-    pieces: int = 1
+    row_pieces: int = 1
 
     def tensor_shape(self, name: str) -> tuple[int, ...]:
         return self.shape[:-1] if name in self.stats else self.shape
@@ -113,8 +114,9 @@ class VecProgram:
     def _piece(self) -> "VecProgram":
         """One row piece as a program of its own (its layout; no runs)."""
         R = int(np.prod(self.shape[:-1]))
-        return VecProgram(self.op, (R // self.pieces, self.shape[-1]), self.cols, self.blocks // self.pieces, [],
-                          self.inputs, self.outputs, stats=self.stats, fold=self.fold)
+        P = self.row_pieces
+        return VecProgram(self.op, (R // P, self.shape[-1]), self.cols, self.blocks // P, [], self.inputs,
+                          self.outputs, stats=self.stats, fold=self.fold)
 
     def _flat(self, name: str) -> bool:
         return self.cols == 1 and self.fold == 1 or name in self.stats
@@ -123,9 +125,10 @@ class VecProgram:
         """Tensor ``name`` -> ``[columns, blocks, lanes]`` (zero padded; a statistic repeated in every
         folded group)."""
         arr = np.asarray(arr, np.float32)
-        if self.pieces > 1:
+        if self.row_pieces > 1:
             one = self._piece()
-            parts = np.split(arr.reshape(-1) if name in self.stats else arr.reshape(-1, self.shape[-1]), self.pieces)
+            rows = arr.reshape(-1) if name in self.stats else arr.reshape(-1, self.shape[-1])
+            parts = np.split(rows, self.row_pieces)
             return np.concatenate([one.pack(part, lanes, name) for part in parts], axis=1)
         f, g = self.fold, self.blocks // self.fold
         if self._flat(name):
@@ -141,9 +144,9 @@ class VecProgram:
     def unpack(self, full: np.ndarray, name: str = "") -> np.ndarray:
         """``[columns, blocks, lanes]`` -> tensor ``name``."""
         shape = self.tensor_shape(name)
-        if self.pieces > 1:
+        if self.row_pieces > 1:
             one = self._piece()
-            parts = [one.unpack(part, name) for part in np.split(full, self.pieces, axis=1)]
+            parts = [one.unpack(part, name) for part in np.split(full, self.row_pieces, axis=1)]
             return np.concatenate(parts, axis=0).reshape(shape)
         n = int(np.prod(shape))
         f, g = self.fold, self.blocks // self.fold
@@ -156,8 +159,9 @@ class VecProgram:
     def real_rows(self, name: str, run: VecRun, lanes: int) -> int:
         """Rows of ``run``'s slab of tensor ``name`` that hold an element of it (the rest are padding,
         which no result depends on: a transfer leaves them out)."""
-        if self.pieces > 1:     # a run holds one piece (or part of one)
-            return self._piece().real_rows(name, replace(run, first=run.first % (self.blocks // self.pieces)), lanes)
+        if self.row_pieces > 1:     # a run holds one piece (or part of one)
+            first = run.first % (self.blocks // self.row_pieces)
+            return self._piece().real_rows(name, replace(run, first=first), lanes)
         shape = self.tensor_shape(name)
         f, g = self.fold, self.blocks // self.fold
         if self._flat(name):
