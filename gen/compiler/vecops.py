@@ -111,6 +111,7 @@ class VecProgram:
     def tensor_shape(self, name: str) -> tuple[int, ...]:
         return self.shape[:-1] if name in self.stats else self.shape
 
+    @functools.cached_property
     def _piece(self) -> "VecProgram":
         """One row piece as a program of its own (its layout; no runs)."""
         R = int(np.prod(self.shape[:-1]))
@@ -126,7 +127,7 @@ class VecProgram:
         folded group)."""
         arr = np.asarray(arr, np.float32)
         if self.row_pieces > 1:
-            one = self._piece()
+            one = self._piece
             rows = arr.reshape(-1) if name in self.stats else arr.reshape(-1, self.shape[-1])
             parts = np.split(rows, self.row_pieces)
             return np.concatenate([one.pack(part, lanes, name) for part in parts], axis=1)
@@ -145,7 +146,7 @@ class VecProgram:
         """``[columns, blocks, lanes]`` -> tensor ``name``."""
         shape = self.tensor_shape(name)
         if self.row_pieces > 1:
-            one = self._piece()
+            one = self._piece
             parts = [one.unpack(part, name) for part in np.split(full, self.row_pieces, axis=1)]
             return np.concatenate(parts, axis=0).reshape(shape)
         n = int(np.prod(shape))
@@ -161,7 +162,7 @@ class VecProgram:
         which no result depends on: a transfer leaves them out)."""
         if self.row_pieces > 1:     # a run holds one piece (or part of one)
             first = run.first % (self.blocks // self.row_pieces)
-            return self._piece().real_rows(name, replace(run, first=first), lanes)
+            return self._piece.real_rows(name, replace(run, first=first), lanes)
         shape = self.tensor_shape(name)
         f, g = self.fold, self.blocks // self.fold
         if self._flat(name):

@@ -155,8 +155,8 @@ class Accelerator:
     def backward(self, kind: str, spec, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """``dX`` and every ``dcore_k`` of ``spec`` from ``X``, ``dY`` and the cores by the layer's
         ``backward`` program: the ``train`` program's training-aware paths (BP and WG reuse FP's
-        intermediates: 14,145 cycles for the ATIS TT layer as DMA jobs against 4,811 + 10,746 for its
-        separate ``bp`` and ``wg``) without FP's last step, whose result ``Y`` the forward pass made
+        intermediates: 14,145 cycles for the ATIS TT layer as DMA jobs against 5,041 + 9,844 for its
+        separate ``bp`` and ``wg``, docs/compiler.md) without FP's last step, whose result ``Y`` the forward pass made
         (13,900 cycles). FP's intermediates do not survive from the forward pass, so the program computes
         them again; its useful MACs are the program's less those (:func:`gen.compiler.phases.recomputed_macs`)."""
         prog = self._layer_program(spec, "backward")
@@ -172,27 +172,23 @@ class Accelerator:
         return self.networks("embedding", ("embedding", replace(spec, name="layer"), phase), nets, operands,
                              search=True)
 
-    def networks(self, kind: str, key, make: Callable[[], list], operands: dict[str, np.ndarray],
-                 search: bool = False) -> dict[str, np.ndarray]:
+    def networks(self, kind: str, key, make: Callable, operands: dict[str, np.ndarray], search: bool = False,
+                 batch: int | None = None) -> dict[str, np.ndarray]:
         """The results of the networks ``make()`` builds, compiled together as one program (built and
         compiled once, cached under ``key``), on ``operands``; ``search``: along the trees of
-        :func:`gen.compiler.phases.fastest_paths` instead of the MAC-optimal ones."""
-        if key not in self._programs:
-            nets = make()
-            paths = fastest_paths(nets, self.config, dram=self.dram) if search else None
-            self._programs[key] = compile_networks(nets, self.config, paths=paths)
-            # useful MACs: those of the MAC-optimal trees, whichever tree runs
-            self._useful[key] = sum(path_macs(n, best_path(n)) for n in nets)
-        return self._execute(kind, self._programs[key], operands, self._useful[key])
-
-    def pieces(self, kind: str, key, make: Callable[[int], list], batch: int,
-               operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """As :meth:`networks` for networks ``make(batch)`` whose batch mode ``b`` (``batch`` long) leads
-        every operand and result: compiled whole or in batch pieces, whichever runs fastest end to end
+        :func:`gen.compiler.phases.fastest_paths` instead of the MAC-optimal ones. ``batch``: the networks
+        are ``make(batch)``, their batch mode ``b`` (``batch`` long) leading every operand and result,
+        compiled whole or in batch pieces, whichever runs fastest end to end
         (:func:`gen.compiler.phases.compile_pieces`, by this accelerator's ``dram`` count)."""
         if key not in self._programs:
-            self._programs[key] = compile_pieces(make, batch, self.config, dram=self.dram)
-            self._useful[key] = sum(path_macs(n, best_path(n)) for n in make(batch))
+            nets = make() if batch is None else make(batch)
+            if batch is None:
+                paths = fastest_paths(nets, self.config, dram=self.dram) if search else None
+                self._programs[key] = compile_networks(nets, self.config, paths=paths)
+            else:
+                self._programs[key] = compile_pieces(make, batch, self.config, dram=self.dram)
+            # useful MACs: those of the MAC-optimal trees, whichever tree runs
+            self._useful[key] = sum(path_macs(n, best_path(n)) for n in nets)
         return self._execute(kind, self._programs[key], operands, self._useful[key])
 
     def _execute(self, kind: str, prog, operands: dict[str, np.ndarray], macs: int | None = None) -> dict[str, np.ndarray]:
@@ -296,8 +292,9 @@ def forward_backward(acc: Accelerator, model: TransformerSpec, params: dict[str,
     def attend(stage: str, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The attention products of ``stage``, every head at once (in batch pieces of heads where
         that is faster); activations go in and come out head-first, ``[H, S, dh]``."""
-        return acc.pieces("attention", ("attention", S, H, dh, stage),
-                          lambda h: [attention_networks(model, h)[t] for t in ATTENTION_STAGES[stage]], H, operands)
+        return acc.networks("attention", ("attention", S, H, dh, stage),
+                            lambda h: [attention_networks(model, h)[t] for t in ATTENTION_STAGES[stage]], operands,
+                            batch=H)
 
     def by_head(x: np.ndarray) -> np.ndarray:
         """A ``[seq, d_model]`` activation head-first, ``[H, S, dh]``."""
