@@ -6,10 +6,12 @@ instruction runs) through the memory's output register, so the word is a registe
 (FETCH) works on that word: it splits it (layout :data:`gen.design.isa.LAYOUT`), computes the spatial
 address offset of every CE (IA, IB) and of every reduction group (output), and every product of a loop
 bound and a stride that the range checks add up, and registers them with the word (``f_word``,
-``f_t_<term>``, ``f_<offset>``). Stage 1b (DECODE) works on those registers: the dataflow outputs and the
-largest row each access range reaches (the sums of the products), registered with the word. Stage 2
-(CHECK) computes the error code of :func:`gen.design.isa.check`, in the same order of precedence, from
-those registers: the comparisons, the bank-conflict and routing checks and the priority chain. During
+``f_t_<term>``, ``f_<offset>``). Stage 1b (DECODE) works on those registers: the dataflow outputs, the
+largest row each access range reaches (the sums of the products) and a GEMM's bank-conflict and routing
+checks (they need only the fields and the offsets), registered with the word. Stage 2 (CHECK) computes
+the error code of :func:`gen.design.isa.check`, in the same order of precedence, from those registers:
+the range comparisons and the priority chain, which decide in the same cycle whether the FSM starts the
+instruction. During
 execution every output is a register, so the address generators start from registers (no decoder logic on
 the address path), no stage has the memory's output or a multiplier in front of an adder tree, and the
 three stages cost no cycle.
@@ -68,7 +70,7 @@ def _exact(m: Module, name: str, expr) -> Signal:
 
 
 class Decoder(wiring.Component):
-    """Two-stage instruction decoder and checker (module docstring).
+    """Three-stage instruction decoder and checker (module docstring).
 
     Parameters
     ----------
@@ -150,9 +152,10 @@ class Decoder(wiring.Component):
         flow_d = self._dataflow(m, w, "d_")
         offs_d = {k: fetched[k] for k in ("a_off", "b_off", "o_off", "active", "group_active")}
         max_d = _maxima(m, self._cfg, self._geo, w, {k: v for k, v in fetched.items() if k.startswith("t_")})
-        grid, maxima = {}, {}
+        static_d = self._gemm_static(m, w, flow_d, offs_d)
+        grid, maxima, static = {}, {}, {}
         loads = [ins.eq(fw)]
-        for src, dst in ((grid_d, grid), (max_d, maxima)):
+        for src, dst in ((grid_d, grid), (max_d, maxima), (static_d, static)):
             for name, sig in src.items():
                 key = name.removeprefix("d_")
                 dst[key] = Signal.like(sig, name=key)
@@ -168,7 +171,7 @@ class Decoder(wiring.Component):
         m.d.comb += [self.a_max.eq(maxima["a_max"]), self.b_max.eq(maxima["b_max"]),
                      self.wb_max.eq(maxima["o_wb_max"])]
         # stage 2 (CHECK): on the registers
-        codes = {Opcode.GEMM: self._gemm_checks(m, f, grid, maxima), Opcode.VEC: self._vec_checks(m, f, maxima),
+        codes = {Opcode.GEMM: self._gemm_checks(m, f, grid, maxima, static), Opcode.VEC: self._vec_checks(m, f, maxima),
                  Opcode.LOAD: self._move_checks(m, f, maxima), Opcode.DMA: self._dma_checks(m, f, maxima)}
         op = f["opcode"]
         with m.If(self.pc_overflow):
@@ -248,17 +251,17 @@ class Decoder(wiring.Component):
         out = {k: v for k, v in out.items() if k in names}
         return out
 
-    def _dist_ok(self, m, f, op: str) -> Value:
+    def _dist_ok(self, m, f, op: str, offs, active) -> Value:
         """The distribution network of operand ``op`` (``"a"`` or ``"b"``) delivers to every active
         CE the bank its address names, for every bank index the temporal address can take
-        (:func:`gen.design.isa._dist_ok`): the sources traced through the butterfly."""
+        (:func:`gen.design.isa._dist_ok`): the sources traced through the butterfly. ``offs``: the
+        operand's per-CE offsets, ``active``: the CEs taking part."""
         E, N = self._cfg.num_ces, self._cfg.net_ports
         n = N.bit_length() - 1
-        offs = [self.a_off[c] if op == "a" else self.b_off[c] for c in range(E)]
         omask = Signal(n, name=f"{op}_omask")
         acc = Const(0, n)
         for c in range(E):
-            acc = acc | Mux(self.active[c], offs[c][:n], 0)
+            acc = acc | Mux(active[c], offs[c][:n], 0)
         m.d.comb += omask.eq(acc)
         # low = 2**bitlen(omask) - 1: smear the ones downwards
         low = Signal(n, name=f"{op}_low")
@@ -281,16 +284,16 @@ class Decoder(wiring.Component):
                     node = node ^ (ctl << k)
                 src = Signal(n, name=f"{op}_src{b}_{c}")
                 m.d.comb += src.eq(node)
-                bad.append(relevant & self.active[c] & (src != (offs[c][:n] ^ b)))
+                bad.append(relevant & active[c] & (src != (offs[c][:n] ^ b)))
         return ~Cat(*bad).any()
 
-    def _red_ok(self, m, f) -> Value:
+    def _red_ok(self, m, f, active, group_active) -> Value:
         """The reduction network sums exactly the CEs of group ``g`` into port ``g * gk``
         (:func:`gen.design.isa._red_ok`): the set of CEs on every node, level by level."""
         E, N = self._cfg.num_ces, self._cfg.net_ports
         n = N.bit_length() - 1
         rm = f["red_mode"]
-        cur = [Mux(self.active[p], Const(1 << p, N), 0) if p < E else Const(0, N) for p in range(N)]
+        cur = [Mux(active[p], Const(1 << p, N), 0) if p < E else Const(0, N) for p in range(N)]
         for s_ in range(n):
             nxt = [None] * N
             for p in range(N // 2):
@@ -316,7 +319,7 @@ class Decoder(wiring.Component):
             size = 1 << lg
             for g in range(E // size):
                 want = ((1 << size) - 1) << (g * size)
-                bad.append((f["log_gk"] == lg) & self.group_active[g] & (cur[g * size] != want))
+                bad.append((f["log_gk"] == lg) & group_active[g] & (cur[g * size] != want))
         return ~Cat(*bad).any()
 
     def _conflict(self, offs, act, writes: bool) -> Value:
@@ -330,24 +333,39 @@ class Decoder(wiring.Component):
                 bits.append(act[c] & act[d] & clash)
         return Cat(*bits).any() if bits else Const(0)
 
-    def _gemm_checks(self, m, f, grid, mx) -> Signal:
+    def _gemm_static(self, m, f, flow, offs) -> dict[str, Value]:
+        """Stage 1b: the GEMM checks that need no maxima, on the fetched fields ``f``, the dataflow
+        ``flow`` of :meth:`_dataflow` and stage 1a's registers ``offs`` (offsets, ``active``,
+        ``group_active``): ``conflict`` (two active ports need one bank in one cycle; output rows
+        that do not advance) and ``route_good`` (the networks route every active CE and operand
+        blocks of a transposed operand are lane-aligned). Registered for stage 2, so the routing
+        traces and the pairwise bank compares are off the CHECK cycle's path into the FSM."""
+        E, L = self._cfg.num_ces, self._cfg.lanes
+        tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
+        active, group_active = offs["active"], offs["group_active"]
+        aligned = [~tr[op] | ((f[f"{op}_base"] | f[f"{op}_sk"] | f[f"{op}_sl0"] | f[f"{op}_sl1"])[:L.bit_length() - 1] == 0)
+                   for op in ("a", "b")] if L > 1 else []
+        route_good = (self._dist_ok(m, f, "a", offs["a_off"], active) & self._dist_ok(m, f, "b", offs["b_off"], active)
+                      & self._red_ok(m, f, active, group_active) & Cat(*aligned, Const(1)).all())
+        blocks = {}
+        for op in ("a", "b"):
+            blocks[op] = [Signal.like(off, name=f"{op}_blk{c}") for c, off in enumerate(offs[f"{op}_off"])]
+            for c, off in enumerate(offs[f"{op}_off"]):
+                lb = L.bit_length() - 1
+                m.d.comb += blocks[op][c].eq(Mux(tr[op], off >> lb << lb, off))
+        conflict = (self._conflict(blocks["a"], active, False) | self._conflict(blocks["b"], active, False)
+                    | self._conflict(offs["o_off"], group_active, True)
+                    | ((flow["out_rows"] > 1) & (f["o_sk"] == 0)))
+        return {"gemm_conflict": conflict, "gemm_route_good": route_good}
+
+    def _gemm_checks(self, m, f, grid, mx, static) -> Signal:
         """Stage 2: the error code of a GEMM (:func:`gen.design.isa.check`), combinational on the
-        registered fields, grid, offsets and maxima ``mx``."""
+        registered fields, grid and maxima ``mx`` and stage 1b's registered checks ``static``
+        (:meth:`_gemm_static`)."""
         E, geo = self._cfg.num_ces, self._geo
         gk = grid["gk"]
         L = self._cfg.lanes
         tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
-        route_good = Signal(name="route_good")
-        aligned = [~tr[op] | ((f[f"{op}_base"] | f[f"{op}_sk"] | f[f"{op}_sl0"] | f[f"{op}_sl1"])[:L.bit_length() - 1] == 0)
-                   for op in ("a", "b")] if L > 1 else []
-        m.d.comb += route_good.eq(self._dist_ok(m, f, "a") & self._dist_ok(m, f, "b") & self._red_ok(m, f)
-                                  & Cat(*aligned, Const(1)).all())
-        blocks = {}
-        for op, offs in (("a", self.a_off), ("b", self.b_off)):
-            blocks[op] = [Signal.like(offs[c], name=f"{op}_blk{c}") for c in range(E)]
-            for c in range(E):
-                lb = L.bit_length() - 1
-                m.d.comb += blocks[op][c].eq(Mux(tr[op], offs[c] >> lb << lb, offs[c]))
         o_tr_bad = tr["o"] & ((gk != 1) | (grid["groups"] < L)) if L > 1 else Const(0)
         HALF, ACC = geo.unified_half_rows, geo.accum_rows
         err = Signal(ErrorCode, name="gemm_error")
@@ -360,11 +378,9 @@ class Decoder(wiring.Component):
             m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
         with m.Elif(flag(f["flags"], Flag.WB) & (mx["o_wb_max"] >= HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-        with m.Elif(self._conflict(blocks["a"], self.active, False) | self._conflict(blocks["b"], self.active, False)
-                    | self._conflict(self.o_off, self.group_active, True)
-                    | ((self.out_rows > 1) & (f["o_sk"] == 0))):
+        with m.Elif(static["gemm_conflict"]):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
-        with m.Elif(~route_good):
+        with m.Elif(~static["gemm_route_good"]):
             m.d.comb += err.eq(ErrorCode.ROUTE)
         return err
 

@@ -107,12 +107,13 @@ class GemmIssue(wiring.Component):
             "guard": Out(BOUND_BITS + config.add_latency.bit_length() + 1),
         })
 
-    def _walker(self, m, h, op: str, start, window, period, q, done=None):
+    def _walker(self, m, h, op: str, start, window, q, done=None):
         """Tile counters and addresses of operand ``op``: ``window`` accesses at the start of every
-        ``period``-cycle group of ``q`` tiles from the cycle after ``start``; drives ``done`` (if
-        given) in the last cycle of the last group. Returns (access this cycle, cycle in the group,
-        issuing)."""
-        width = len(period)
+        group of ``q`` tiles (``held_period_m1 + 1`` cycles) from the cycle after ``start``; drives
+        ``done`` (if given) in the last cycle of the last group. Returns (access this cycle, cycle
+        in the group, issuing)."""
+        period_m1 = h["period_m1"]
+        width = len(period_m1)
         issuing = Signal(name=f"{op}_issuing")
         pcnt = Signal(width, name=f"{op}_pcnt")          # cycle within the group
         l0 = Signal(BOUND_BITS, name=f"{op}_l0")
@@ -140,16 +141,16 @@ class GemmIssue(wiring.Component):
         tile_step = Signal(name=f"{op}_tile_step")
         l0_wrap = Signal(name=f"{op}_l0_wrap")
         nxt = r_l1 + stride["l1"]
-        m.d.comb += [n_more.eq(more), n_t.eq(r_t), tile_step.eq((pcnt < q) & more), l0_wrap.eq(l0 == h["L0"] - 1)]
+        m.d.comb += [n_more.eq(more), n_t.eq(r_t), tile_step.eq((pcnt < q) & more), l0_wrap.eq(l0 == h["L0_m1"])]
         with m.If(tile_step):
             with m.If(l0_wrap):
                 m.d.comb += n_t.eq(nxt)
-                with m.If(l1 == h["L1"] - 1):
+                with m.If(l1 == h["L1_m1"]):
                     m.d.comb += n_more.eq(0)
             with m.Else():
                 m.d.comb += n_t.eq(r_t + stride["l0"])
         last = Signal(name=f"{op}_last_cycle")
-        m.d.comb += last.eq(issuing & (pcnt == period - 1) & ~n_more)
+        m.d.comb += last.eq(issuing & (pcnt == period_m1) & ~n_more)
         if done is not None:
             m.d.comb += done.eq(last)
         with m.If(start):
@@ -166,12 +167,12 @@ class GemmIssue(wiring.Component):
             m.d.sync += [more.eq(n_more), r_t.eq(n_t), pcnt.eq(pcnt + 1)]
             # the next cycle's access: a tile's start in the first q cycles of a group, else lagged
             n_pcnt = Signal(width, name=f"{op}_n_pcnt")
-            m.d.comb += n_pcnt.eq(Mux(pcnt == period - 1, 0, pcnt + 1))
+            m.d.comb += n_pcnt.eq(Mux(pcnt == period_m1, 0, pcnt + 1))
             with m.If(n_pcnt < q):
                 m.d.sync += [row.eq(n_t), slot.eq(n_more)]
             with m.Else():
                 m.d.sync += [row.eq(later), slot.eq(later_slot)]
-            with m.If(pcnt == period - 1):
+            with m.If(pcnt == period_m1):
                 m.d.sync += pcnt.eq(0)
             with m.If(last):
                 m.d.sync += issuing.eq(0)
@@ -181,21 +182,30 @@ class GemmIssue(wiring.Component):
         m = Module()
         # the fields, sampled at start: the cycle of start may be the last one of the previous GEMM
         strides = [f"{op}_s{lv}" for op in "ab" for lv in ("k", "l0", "l1")]
-        names = ("K", "L0", "L1", "stationary", "loads", "a_base", "b_base", *strides)
-        h = hold(m, self.start, {name: getattr(self, name) for name in names}, "held_")
-        K, st, nload = h["K"], h["stationary"], h["loads"]
+        names = ("L0", "L1", "stationary", "a_base", "b_base", *strides)
         S = self._slots
+        K, st, nload = self.K, self.stationary, self.loads
+        # and the loop constants derived from them, computed from the decoder's registers in the
+        # cycle of start and held, so no multiply or subtract sits between a counter and the next
+        # cycle's state while the GEMM issues (the controller's former critical path):
+        # q * K vectors per group; period max(K, loads) (IS/WS) or q * max(K, ce_rows) (OS: the
+        # Psum registers drain one row per cycle); the guard a group's first vector loads
+        width = BOUND_BITS + S.bit_length()
+        os_span = Mux(K > self._rows, K, self._rows)
+        qk = Mux(st, K, K * S)[:width]
+        derived = {
+            "qk": qk,
+            "b_window": Mux(st, nload, qk)[:width],
+            "period_m1": (Mux(st, Mux(K > nload, K, nload), os_span * S) - 1)[:width],
+            "last_from": (qk - Mux(st, 1, S))[:width],
+            "L0_m1": (self.L0 - 1)[:BOUND_BITS], "L1_m1": (self.L1 - 1)[:BOUND_BITS],
+            "guard_init": (S * (K - 1) + S * self._rows - 2)[:len(self.guard)],
+        }
+        h = hold(m, self.start, {**{name: getattr(self, name) for name in names}, **derived}, "held_")
+        st = h["stationary"]
         # tiles per group: 1 (IS/WS) or add_latency (OS, the PEs' accumulation loop)
         q = Signal(range(S + 1), name="q")
         m.d.comb += q.eq(Mux(st, 1, S))
-        # q * K vectors per group; period max(K, loads) (IS/WS) or q * max(K, ce_rows) (OS: the
-        # Psum registers drain one row per cycle)
-        width = BOUND_BITS + S.bit_length()
-        qk = Signal(width, name="qk")
-        period = Signal(width, name="period")
-        os_span = Mux(K > self._rows, K, self._rows)
-        m.d.comb += [qk.eq(Mux(st, K, K * S)),
-                     period.eq(Mux(st, Mux(K > nload, K, nload), os_span * S))]
         # IS/WS: the IA walker starts vec_delay cycles after the IB walker
         a_wait = Signal.like(self.vec_delay, name="a_wait")
         a_start = Signal(name="a_start")
@@ -204,20 +214,20 @@ class GemmIssue(wiring.Component):
             m.d.sync += a_wait.eq(Mux(self.stationary, self.vec_delay, 0))
         with m.Elif(a_wait != 0):
             m.d.sync += a_wait.eq(a_wait - 1)
-        a_go, a_pcnt, a_issuing = self._walker(m, h, "a", a_start, qk, period, q, done=self.done)
+        a_go, a_pcnt, a_issuing = self._walker(m, h, "a", a_start, h["qk"], q, done=self.done)
         m.d.comb += self.busy.eq(a_issuing | (a_wait != 0))
         # OS: a group's tiles end q * (K - 1) cycles after its start and drain q * ce_rows rows;
         # guard = cycles until a next tile of depth 1 may end (the drain registers are free)
         group_start = a_go & (a_pcnt == 0)
         with m.If(group_start & ~st):
-            m.d.sync += self.guard.eq(S * (K - 1) + S * self._rows - 2)
+            m.d.sync += self.guard.eq(h["guard_init"])
         with m.Elif(group_start):
             m.d.sync += self.guard.eq(0)
         with m.Elif(self.guard != 0):
             m.d.sync += self.guard.eq(self.guard - 1)
-        b_go, b_pcnt, _ = self._walker(m, h, "b", self.start, Mux(st, nload, qk), period, q)
+        b_go, b_pcnt, _ = self._walker(m, h, "b", self.start, h["b_window"], q)
         m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt < q),
-                     self.last.eq(a_pcnt + q >= qk), self.swap.eq(a_pcnt == 0),
+                     self.last.eq(a_pcnt >= h["last_from"]), self.swap.eq(a_pcnt == 0),
                      self.ib_index.eq(b_pcnt[:len(self.ib_index)]),
                      self.a_bidx.eq(self.a_row[:len(self.a_bidx)]), self.b_bidx.eq(self.b_row[:len(self.b_bidx)])]
         return m
@@ -265,8 +275,11 @@ class OutputSequencer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        names = ("rows", "L0", "L1", "o_sk", "o_sl0", "o_sl1", "stationary")
-        held = hold(m, self.start, {name: getattr(self, name) for name in names}, "held_")   # sampled at start
+        names = ("o_sk", "o_sl0", "o_sl1", "stationary")
+        # sampled at start, the loop bounds as ``bound - 1`` (no subtract behind the counters' compares)
+        held = hold(m, self.start, {**{name: getattr(self, name) for name in names},
+                                    **{f"{b}_m1": (getattr(self, b) - 1)[:BOUND_BITS] for b in ("rows", "L0", "L1")}},
+                    "held_")
         S = self._slots
         d_row = Signal(BOUND_BITS, name="d_row")
         to_l0 = Signal(BOUND_BITS, name="to_l0")
@@ -279,12 +292,12 @@ class OutputSequencer(wiring.Component):
         n_more, n_t, n_l0nz = Signal(name="n_more"), Signal(ADDR_BITS, name="n_t"), Signal(name="n_l0nz")
         m.d.comb += [n_more.eq(more), n_t.eq(to_t), n_l0nz.eq(to_l0 != 0)]
         with m.If(d_row == 0):
-            with m.If(to_l0 == held["L0"] - 1):
+            with m.If(to_l0 == held["L0_m1"]):
                 nxt = to_l1a + held["o_sl1"]
-                m.d.comb += [n_t.eq(nxt), n_l0nz.eq(0), n_more.eq(to_l1 != held["L1"] - 1)]
+                m.d.comb += [n_t.eq(nxt), n_l0nz.eq(0), n_more.eq(to_l1 != held["L1_m1"])]
             with m.Else():
                 m.d.comb += [n_t.eq(to_t + held["o_sl0"]), n_l0nz.eq(1)]
-        last_row = d_row == held["rows"] - 1
+        last_row = d_row == held["rows_m1"]
         step = Signal(ADDR_BITS, name="o_step")
         m.d.comb += step.eq(to_r + held["o_sk"])
         if S == 1:
@@ -307,7 +320,7 @@ class OutputSequencer(wiring.Component):
                 m.d.sync += slot.eq(0)
         with m.Elif(self.valid):
             with m.If(d_row == 0):
-                with m.If(to_l0 == held["L0"] - 1):
+                with m.If(to_l0 == held["L0_m1"]):
                     m.d.sync += [to_l0.eq(0), to_l1.eq(to_l1 + 1), to_l1a.eq(n_t)]
                 with m.Else():
                     m.d.sync += to_l0.eq(to_l0 + 1)
