@@ -76,7 +76,7 @@ test: venv scalesim
 	$(SIMENV) FETTA_VERILATOR_OPT=-O1 $(PY) -m pytest -n $(JOBS) -m "not slow" tests
 
 test-full: venv scalesim
-	$(SIMENV) $(PY) -m pytest -n $(JOBS) tests
+	$(SIMENV) FETTA_TESTS=full $(PY) -m pytest -n $(JOBS) tests
 
 bench: venv
 	$(SIMENV) $(PY) -m benchmarks --out docs/results.md

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import strategies as st
 
 from gen.workload.spec import parse_spec
+
+#: ``make test-full`` sets ``FETTA_TESTS=full``: the randomized tests then draw their full example
+#: counts; ``make test`` draws fewer (the same properties, fewer random cases, to stay near 25 minutes)
+FULL = os.environ.get("FETTA_TESTS") == "full"
+
+
+def examples(ci: int, full: int) -> int:
+    """Hypothesis ``max_examples`` of a randomized test: ``full`` under ``make test-full``, else ``ci``."""
+    return full if FULL else ci
 
 
 @st.composite

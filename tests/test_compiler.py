@@ -30,6 +30,7 @@ from gen.design.isa import Flag, Opcode
 from gen.workload.network import phase_networks
 from gen.workload.spec import parse_spec
 from sim.golden import compute, random_inputs
+from tests.strategies import examples
 
 DEFAULT = FettaConfig()
 SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
@@ -252,7 +253,7 @@ def random_spec(draw):
     return parse_spec(spec)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(6, 12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=random_spec(), phase=st.sampled_from(["fp", "bp", "wg", "train"]), seed=st.integers(0, 99))
 def test_random_specs_emulator(spec, phase, seed):
     check_layer(spec, phase, DEFAULT, seed)

@@ -11,7 +11,8 @@ from gen.toolflow.demo import run_on_accelerator
 
 @pytest.mark.sim
 @pytest.mark.parametrize("layer,phase", [
-    ({"name": "d", "format": "dense", "in_modes": [10], "out_modes": [9], "batch": 7}, "train"),
+    pytest.param({"name": "d", "format": "dense", "in_modes": [10], "out_modes": [9], "batch": 7}, "train",
+                 marks=pytest.mark.slow),
     ({"name": "t", "format": "tt", "in_modes": [4, 6], "out_modes": [6, 4], "ranks": 3, "batch": 4}, "fp"),
 ])
 def test_demo_run_on_accelerator(tmp_path, layer, phase, capsys):

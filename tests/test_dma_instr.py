@@ -208,6 +208,7 @@ def test_dma_instructions_match_emulator_icarus():
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 def test_dma_instructions_match_emulator_verilator():
     """The default design on Verilator (one ~3 min build, cached; its DRAM paced at 25.6 GB/s: 4/5 of a
     beat per cycle), then the bandwidth of long transfers: 2048 beats (64 KiB) each way in one run,

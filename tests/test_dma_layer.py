@@ -31,7 +31,7 @@ from gen.toolflow.hooi import compile_hooi, low_rank_tensor, run_hooi
 from gen.workload.spec import parse_spec
 from sim.emulator import Emulator
 from sim.golden import random_inputs
-from tests.strategies import specs
+from tests.strategies import examples, specs
 
 #: 4 CEs, a 16-word instruction memory (programs split into many runs, DMA-only jobs for overflow)
 SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
@@ -81,7 +81,7 @@ def lowered(spec, phase, config, early=None, late=None, **kw):
     return prog, dprog, ex
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(5, 15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(formats=("tt", "tr", "ttm", "ht", "bt", "tucker"), max_mode=6, max_rank=4, max_batch=8),
        phase=st.sampled_from(["fp", "bp", "wg"]), config=st.sampled_from([SMALL, NARROW]))
 def test_random_layers_emulator(spec, phase, config):
@@ -312,8 +312,9 @@ def test_cli_dma_json(tmp_path, capsys):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("phase, config, kw, layer", [("train", SMALL, {}, TT), ("fp", NARROW, {"pieces": 4}, TT),
-                                                      ("wg", SMALL, {}, BT), ("train", SMALL, {}, DENSE)])
+@pytest.mark.parametrize("phase, config, kw, layer", [
+    ("train", SMALL, {}, TT), pytest.param("fp", NARROW, {"pieces": 4}, TT, marks=pytest.mark.slow),
+    ("wg", SMALL, {}, BT), pytest.param("train", SMALL, {}, DENSE, marks=pytest.mark.slow)])
 def test_rtl_icarus(phase, config, kw, layer):
     """RTL (Icarus) == emulator on DMA jobs: every job's cycles and error, and every byte the stores
     wrote to the bench's AXI4 RAM (a 256-bit port, and a 128-bit one with gaps between bursts; a
@@ -333,6 +334,7 @@ TR5 = {"format": "tr", "in_modes": [6, 4], "out_modes": [5, 2], "ranks": 5, "bat
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 def test_rtl_icarus_lane_blocks_and_interleaved_partial_sums(monkeypatch):
     """A tensor-ring layer of rank 5: lanes of two blocks laid out above the modes the CE grid splits
     (``Layout.make(below=...)``), and a step chunked over contracted modes whose free-loop indices'

@@ -26,7 +26,7 @@ from gen.search import model_phase
 from gen.workload.network import Network, Operand, path_steps, phase_networks
 from gen.workload.spec import load_spec, parse_spec
 
-from tests.strategies import specs
+from tests.strategies import examples, specs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,9 +101,17 @@ def test_config_is_read():
     assert slow_dram.cycles == slow_dram.dram_bytes   # 1 GB/s at 1 GHz: one byte per cycle, DRAM-bound
 
 
+#: a TT layer small enough to compile in seconds (ATIS TT train takes minutes per architecture; its
+#: model is checked against its compiled program in test_fetta_model_is_the_compiled_program)
+SMALL_TT = {"name": "tt-small", "format": "tt", "in_modes": [4, 8, 4], "out_modes": [8, 4, 4], "ranks": 4,
+            "batch": 8}
+
+
 @pytest.mark.parametrize("arch", ARCHS)
-def test_cli_model_json(arch):
-    proc = subprocess.run([sys.executable, "-m", "gen", "model", "--spec", "benchmarks/layers/atis_tt.json",
+def test_cli_model_json(arch, tmp_path):
+    path = tmp_path / "tt_small.json"
+    path.write_text(json.dumps(SMALL_TT))
+    proc = subprocess.run([sys.executable, "-m", "gen", "model", "--spec", str(path),
                            "--phase", "train", "--arch", arch, "--json"], capture_output=True, text=True, check=True)
     out = json.loads(proc.stdout)
     for key in ("cycles", "dram_bytes", "sram_accesses", "energy_pj", "edp"):
@@ -111,7 +119,7 @@ def test_cli_model_json(arch):
     assert out["edp"] == pytest.approx(out["energy_pj"] * out["cycles"] / 1000.0, rel=1e-6)
     from gen.search import search_network
 
-    spec = load_spec("benchmarks/layers/atis_tt.json")
+    spec = load_spec(path)
     # every architecture is a compiled program (its capability set of the one engine)
     assert out["timing"] == "compiled"
     # by default compiled as `fetta run` compiles it and timed by the lowered program's own count
@@ -172,7 +180,7 @@ def test_fetta_model_cli_reports_the_compiled_timing(capsys):
     assert json.loads(capsys.readouterr().out)["timing"] == "analytical"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(10, 25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(formats=("tt", "tr", "ttm", "ht", "bt", "tucker"), max_mode=6, max_rank=4, max_batch=9),
        phase=st.sampled_from(["fp", "bp", "wg", "train"]))
 def test_fetta_model_equals_emulator_on_random_specs(spec, phase):

@@ -18,6 +18,7 @@ from gen.compiler.layout import split_modes
 from gen.compiler.pipeline import PIECES, piece_counts
 from gen.workload.network import phase_networks
 from gen.workload.spec import load_spec, parse_spec
+from tests.strategies import examples
 from tests.test_compiler import CHUNK, DEFAULT, SMALL, SPECS, check_layer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +104,7 @@ def pipe_spec(draw):
     return parse_spec(spec)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(5, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=pipe_spec(), phase=st.sampled_from(["fp", "bp"]), pieces=st.sampled_from(PIECES),
        seed=st.integers(0, 99))
 def test_random_specs_pipelined(spec, phase, pieces, seed):
@@ -112,7 +113,7 @@ def test_random_specs_pipelined(spec, phase, pieces, seed):
     check_pipelined(spec, phase, DEFAULT, pieces, seed, pad=pads[-1])
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(4, 8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=pipe_spec(), phase=st.sampled_from(["wg", "train"]), pieces=st.sampled_from([2, 4]),
        seed=st.integers(0, 99))
 def test_random_specs_phase_pieces(spec, phase, pieces, seed):

@@ -289,7 +289,7 @@ def test_system_matches_emulator(sim, config):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("config", [ONE_CYCLE, PIPELINED], ids=["M1S1", "M2S3"])
+@pytest.mark.parametrize("config", [ONE_CYCLE, pytest.param(PIPELINED, marks=pytest.mark.slow)], ids=["M1S1", "M2S3"])
 def test_vec_ops_match_emulator_icarus(config):
     """The VEC program of :func:`vec_job` alone (every :class:`~gen.design.isa.VecOp`, issue 19): RTL ==
     emulator on Icarus, bit and cycle exact, at both latency settings."""

@@ -47,6 +47,7 @@ from gen.workload.transformer import (ATTENTION_STAGES, attention_networks, embe
 from sim.bf16 import round_to_bf16_f32
 from sim.golden import contract, random_inputs
 from tests import jax_transformer as ref
+from tests.strategies import examples
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "examples" / "atis_transformer_tiny.json"
@@ -188,7 +189,7 @@ EMBEDDING_SHAPED = {"seq": 2, "heads": 1, "encoders": 1, "classes": 2, "lr": 0.0
                     "linear": {"format": "ttm", "in_modes": [4, 4], "out_modes": [4, 4], "ranks": 1}}
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(2, 6), deadline=None)
 @given(model=small_models(), seed=st.integers(0, 3))
 @example(model=parse_model(EMBEDDING_SHAPED), seed=0)
 def test_random_models_gradients_within_bf16_bound(model, seed):
@@ -238,6 +239,7 @@ def test_twelve_steps_track_the_reference(tiny):
     assert err <= bound * moved, (err, moved)      # the parameters moved along the reference's path
 
 
+@pytest.mark.slow
 def test_tiny_loss_falls_over_100_steps(tiny):
     r = run_training(tiny, FettaConfig(), 100, seed=0)
     want, _ = ref.train(tiny, init_params(tiny, 0), synthetic_data(tiny, 0), 100)
@@ -308,6 +310,7 @@ def test_tiny_step_icarus_small_config():
     assert all(np.array_equal(rtl.params[k], emu.params[k]) for k in emu.params)
 
 
+@pytest.mark.slow
 def test_small_config_runs_the_tiny_model():
     r = run_training(load_model(TINY), load_config(ROOT / "configs" / "small.toml"), 1, seed=0)
     assert math.isfinite(r.losses[0]) and r.cycles > 0
