@@ -181,11 +181,12 @@ class Accelerator:
         compiled whole or in batch pieces, whichever runs fastest end to end
         (:func:`gen.compiler.phases.compile_pieces`, by this accelerator's ``dram`` count)."""
         if key not in self._programs:
-            nets = make() if batch is None else make(batch)
             if batch is None:
+                nets = make()
                 paths = fastest_paths(nets, self.config, dram=self.dram) if search else None
                 self._programs[key] = compile_networks(nets, self.config, paths=paths)
             else:
+                nets = make(batch)
                 self._programs[key] = compile_pieces(make, batch, self.config, dram=self.dram)
             # useful MACs: those of the MAC-optimal trees, whichever tree runs
             self._useful[key] = sum(path_macs(n, best_path(n)) for n in nets)
