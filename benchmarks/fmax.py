@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         f"nextpnr-ecp5 (yowasp), LFE5U-85F speed 6, {_seeds_text(args.seeds)}, constraint 100 MHz; "
         f"{platform.machine()}, "
         "shared 2-core machine. `default`: bf16, 4x4 PEs; `small`: `configs/small.toml` (4 CEs of 2x2, "
-        "4 ports / banks, 2 lanes, 16 KiB unified, 8 KiB accumulation). Without `mul_latency` / `add_latency` "
+        "4 ports / banks, 2 lanes, 16 KiB unified, 8 KiB accumulation, 8 vector lanes). Without `mul_latency` / `add_latency` "
         "the block has the default one-cycle multiplier and adders. Every block is placed out of context inside "
         "a harness that registers every port (`gen.toolflow.fpga.timing_harness`), so paths from its inputs and "
         "to its outputs are timed; its LUT4 / CCU2C / FF / DSP / BRAM columns are the block's own.",

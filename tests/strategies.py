@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import strategies as st
 
 from gen.workload.spec import parse_spec
@@ -16,6 +17,21 @@ FULL = os.environ.get("FETTA_TESTS") == "full"
 def examples(ci: int, full: int) -> int:
     """Hypothesis ``max_examples`` of a randomized test: ``full`` under ``make test-full``, else ``ci``."""
     return full if FULL else ci
+
+
+def covering(firsts, seconds) -> list:
+    """Parameters ``(a, b)`` of a test over two axes (a tuple value gives one argument per item):
+    every pair, those off the diagonal ``(firsts[i % n], seconds[i % m])``, ``i < max(n, m)``, marked
+    ``slow``. So ``make test`` runs a set in which every value of each axis appears, and
+    ``make test-full`` the whole product."""
+    n, m = len(firsts), len(seconds)
+    diagonal = {(firsts[i % n], seconds[i % m]) for i in range(max(n, m))}
+
+    def args(v):
+        return v if isinstance(v, tuple) else (v,)
+
+    return [pytest.param(*args(a), *args(b), marks=() if (a, b) in diagonal else pytest.mark.slow)
+            for a in firsts for b in seconds]
 
 
 @st.composite

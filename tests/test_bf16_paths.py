@@ -33,7 +33,7 @@ from gen.compiler.phases import layer_networks
 from gen.workload.network import STACK, path_steps, phase_networks, stacked_value
 from sim.bf16 import round_to_bf16_f32
 from sim.golden import random_inputs
-from tests.strategies import specs
+from tests.strategies import examples, specs
 
 CFG = FettaConfig()
 U32 = 2.0 ** -24
@@ -111,7 +111,7 @@ def check(spec, phase: str, seed: int) -> None:
                                f"{got[bad][0]!r} oracle {v[bad][0]!r} bound {e[bad][0]!r}")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25, 60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(max_mode=5, max_modes=3, max_rank=3, max_batch=7), phase=st.sampled_from(["fp", "bp", "wg"]),
        seed=st.integers(0, 2 ** 16))
 def test_accelerator_matches_bf16_path_oracle(spec, phase, seed):

@@ -18,6 +18,7 @@ from gen.errors import ConfigError
 from hdl.ce import CE, CEMode
 from sim.bf16 import bf16_dot, round_to_bf16_f32
 from sim.ce_model import ce_cycles, ce_gemm, ce_program, ce_result, fp32_error_bound
+from tests.strategies import covering
 
 # --- driving the CE in the Amaranth simulator ------------------------------------------
 
@@ -153,12 +154,10 @@ def test_ce_amaranth_shapes(shape):
         assert np.array_equal(Cres.astype(np.int64), A @ B)
 
 
-@pytest.mark.parametrize("datatype", ["int16", "bf16"])
-@pytest.mark.parametrize("latencies", [(1, 1), (1, 2), (2, 3), (3, 7)], ids=lambda x: f"M{x[0]}S{x[1]}")
-def test_ce_amaranth_latencies(latencies, datatype):
+@pytest.mark.parametrize("ml,al,datatype", covering([(1, 1), (1, 2), (2, 3), (3, 7)], ["int16", "bf16"]))
+def test_ce_amaranth_latencies(ml, al, datatype):
     """Pipelined PEs: every mapping, cycle and bit exact with the model at other multiplier and
     adder latencies (OS interleaves ``add_latency`` tiles; the skew is ``add_latency`` per row)."""
-    ml, al = latencies
     rng = np.random.default_rng(7 * ml + al)
     dut = CE(rows=3, cols=2, datatype=datatype, mul_latency=ml, add_latency=al)
     kw = dict(rows=3, cols=2, datatype=datatype, mul_latency=ml, add_latency=al)

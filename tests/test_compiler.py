@@ -30,7 +30,7 @@ from gen.design.isa import Flag, Opcode
 from gen.workload.network import phase_networks
 from gen.workload.spec import parse_spec
 from sim.golden import compute, random_inputs
-from tests.strategies import examples
+from tests.strategies import covering, examples
 
 DEFAULT = FettaConfig()
 SMALL = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
@@ -97,7 +97,8 @@ def test_format_phase_emulator(fmt, phase):
     check_layer(parse_spec(SPECS[fmt]), phase)
 
 
-@pytest.mark.parametrize("fmt", list(SPECS))
+@pytest.mark.parametrize("fmt", [f if f in ("dense", "tt", "ttm", "ht") else pytest.param(f, marks=pytest.mark.slow)
+                                 for f in SPECS])     # make test: the formats of ~60 % of its time
 def test_backward_phase(fmt):
     """``backward`` (a training step's backward pass, whose forward pass made ``Y``): ``dX`` and the core
     gradients within the golden model's bound and no ``Y``; its MACs less the FP steps it computes again
@@ -123,8 +124,7 @@ def test_small_config_emulator(fmt):
 CHUNK = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=3, accum_kb=2, imem_depth=16)
 
 
-@pytest.mark.parametrize("phase", ["fp", "bp", "wg", "train"])
-@pytest.mark.parametrize("fmt", ["tt", "tr", "ttm", "ht", "bt", "tucker"])
+@pytest.mark.parametrize("fmt,phase", covering(["tt", "tr", "ttm", "ht", "bt", "tucker"], ["wg", "train", "fp", "bp"]))
 def test_chunked_steps(fmt, phase):
     """Steps larger than one ping-pong half are split over free modes (host slices + concatenation)
     or over contracted ones (partial sums in the accumulation unit), results stay within the derived
@@ -402,8 +402,8 @@ def test_rtl_stationary_icarus(fmt, covers):
     assert rtl_check(ex, SMALL, "icarus")
 
 
-@pytest.mark.parametrize("phase", ["fp", "bp", "wg", "train"])
-@pytest.mark.parametrize("fmt", ["dense", "tt", "ttm", "tr", "ht", "bt", "tucker"])
+@pytest.mark.parametrize("fmt,phase", covering(["dense", "tt", "ttm", "tr", "ht", "bt", "tucker"],
+                                               ["train", "wg", "fp", "bp"]))
 def test_batch_pieces(fmt, phase):
     """A phase run in batch pieces (gen.compiler.batched): results within the bound (carried weight
     gradients accumulate all pieces), the useful MACs of the whole batch, pieces on both halves."""
@@ -572,15 +572,14 @@ def test_transposed_views_replace_relayouts():
     assert transposes > 0 and after < before
 
 
-@pytest.mark.parametrize("config", [DEFAULT, SMALL], ids=["default", "small"])
-@pytest.mark.parametrize("fmt", list(SPECS))
+@pytest.mark.parametrize("fmt,config", covering(list(SPECS), ["default", "small"]))
 def test_results_independent_of_initial_memory(fmt, config, monkeypatch):
     """The RTL's memories start unknown (an SRAM macro powers up with any content), the emulator's at
     zero: a compiled training step must give the same bits when every row starts as a NaN (bf16 /
     FP32 quiet NaNs with a payload), so no result depends on a row the program never wrote."""
     import sim.emulator as emulator
 
-    spec = parse_spec(SPECS[fmt])
+    spec, config = parse_spec(SPECS[fmt]), {"default": DEFAULT, "small": SMALL}[config]
     inputs = random_inputs(spec, 3)
     prog = compile_layer(spec, "train", config)
     clean = execute(prog, inputs, config).results

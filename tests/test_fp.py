@@ -159,14 +159,14 @@ def f32_singles(rng, n):
 
 # --- tests ------------------------------------------------------------------------------
 
-ADD_CHUNKS = 4
-ADD_PER_CHUNK = 26_000  # 104,000 pairs in all
+ADD_CHUNKS = 8
+ADD_PER_CHUNK = 13_000  # 104,000 pairs in all
 
 
 @pytest.mark.parametrize("chunk", [0] + [pytest.param(c, marks=pytest.mark.slow) for c in range(1, ADD_CHUNKS)])
 def test_fp32_add_random(chunk):
-    """26,000 random pairs per chunk (~25 s of Amaranth simulation each): ``make test`` runs the
-    first, ``make test-full`` all four."""
+    """13,000 random pairs per chunk (~12 s of Amaranth simulation each): ``make test`` runs the
+    first, ``make test-full`` all eight."""
     a, b = f32_pairs(np.random.default_rng(1000 + chunk), ADD_PER_CHUNK)
     got = simulate(FP32Add(), {"a": a, "b": b})
     check(got, ref_add(a, b), {"a": a, "b": b})

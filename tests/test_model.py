@@ -26,6 +26,7 @@ from gen.search import model_phase
 from gen.workload.network import Network, Operand, path_steps, phase_networks
 from gen.workload.spec import load_spec, parse_spec
 
+from tests.programs import compiled
 from tests.strategies import examples, specs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,15 +159,16 @@ def test_narrow_integer_elements_occupy_whole_bytes():
     assert narrow.cycles == wide.cycles and narrow.cycles > 0
 
 
+@pytest.mark.xdist_group("examples")
 @pytest.mark.parametrize("name,phase", [("atis_tt", "fp"), ("atis_tt", "train"), ("ht", "bp"), ("tucker", "fp"),
                                         pytest.param("tr13", "wg", marks=pytest.mark.slow)])   # ~1 min to compile
 def test_fetta_model_is_the_compiled_program(name, phase):
     """`fetta model --arch fetta` reports the cycles the emulator counts for the compiled program (no second
     formula), and the DRAM bytes the program moves."""
     cfg = FettaConfig()
-    spec = load_spec(ROOT / "examples" / f"{name}.json")
+    spec, prog = compiled(name, phase)
     m = model_compiled(spec, phase, cfg)
-    ex = execute(compile_layer(spec, phase, cfg), random_inputs(spec, 0), cfg)
+    ex = execute(prog, random_inputs(spec, 0), cfg)
     assert (m.cycles, m.compute_cycles, m.dram_stall_cycles) == (ex.cycles, ex.compute_cycles, ex.dram_stall_cycles)
     assert m.dram_bytes == ex.timeline.dram_bytes and m.energy_pj > 0 and m.sram_accesses > 0
 

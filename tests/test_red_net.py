@@ -19,6 +19,7 @@ from gen.design import netsem as nm
 from sim import net_model as sm
 from sim import toolchain
 from sim.bf16 import f32_add, f32_bits, f32_from_bits
+from tests.strategies import covering
 
 # FP32 patterns that exercise the adder's corners: zeros of both signs, subnormals
 # (flushed), infinities, NaNs, extremes, and exact cancellation partners
@@ -89,8 +90,7 @@ def beats(draw, N, L, datatype, W, count=4):
 SHAPES = [(2, 1, "int16", 8), (4, 2, "int16", 12), (8, 2, "int16", 32), (4, 2, "bf16", 32), (8, 1, "bf16", 32)]
 
 
-@pytest.mark.parametrize("add_stages", [1, 3])
-@pytest.mark.parametrize("N,L,dt,W", SHAPES)
+@pytest.mark.parametrize("N,L,dt,W,add_stages", covering(SHAPES, [1, 3]))
 @settings(max_examples=10)
 @given(st.data())
 def test_rtl_matches_model_random_controls(N, L, dt, W, add_stages, data):
@@ -108,8 +108,7 @@ def test_rtl_matches_model_random_controls(N, L, dt, W, add_stages, data):
         assert od == md, f"mode={beat[2]:#x} bank={beat[3]} transpose={beat[4]}"
 
 
-@pytest.mark.parametrize("stages", [0, 1, 3])
-@pytest.mark.parametrize("dt,W", [("int16", 20), ("bf16", 32)])
+@pytest.mark.parametrize("dt,W,stages", covering([("bf16", 32), ("int16", 20)], [3, 0, 1]))
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_adder_switch_all_modes(dt, W, stages, data):
@@ -151,8 +150,7 @@ def test_adder_switch_all_modes(dt, W, stages, data):
         assert nm.adder_switch(nm.ADD_LEFT, a, 1, b, 1, add)[0][0] == want
 
 
-@pytest.mark.parametrize("add_stages", [1, 4])
-@pytest.mark.parametrize("dt,W", [("int16", 48), ("bf16", 32)])
+@pytest.mark.parametrize("dt,W,add_stages", covering([("int16", 48), ("bf16", 32)], [1, 4]))
 def test_full_size_reductions(dt, W, add_stages):
     """16 ports x 4 lanes: reductions of 1/2/4/8/16 with sums routed to chosen ports, streamed back to back."""
     N, L = 16, 4
@@ -230,8 +228,7 @@ def test_bad_parameters_name_the_field(kw, field):
 
 # --- emitted Verilog under cocotb, both simulators ------------------------------------
 @pytest.mark.sim
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
-@pytest.mark.parametrize("dt", ["int16", "bf16"])
+@pytest.mark.parametrize("sim,dt", covering(["icarus", "verilator"], ["int16", "bf16"]))
 @settings(max_examples=2)
 @given(data=st.data())
 def test_verilog_matches_model(sim, dt, data, tmp_path_factory):

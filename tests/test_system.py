@@ -338,6 +338,7 @@ def test_fetta_run_rtl_cli(tmp_path, sim):
 
 
 @pytest.mark.sim
+@pytest.mark.xdist_group("default-verilator")
 def test_default_config_every_grid_verilator():
     """The default accelerator (16 CEs) in Verilator: GEMMs of random sizes on all 15 grids of 16 CEs
     (multicast of IA to 1..16 CEs, of IB to 1..16, spatial reduction over 1, 2, 4, 8 and 16 CEs)
@@ -392,6 +393,7 @@ def _dense_sizes(sim, n, seed=2026):
 
 
 @pytest.mark.sim
+@pytest.mark.xdist_group("default-verilator")
 @pytest.mark.parametrize("sim", [pytest.param("icarus", marks=pytest.mark.slow), "verilator"])
 def test_fetta_run_dense_random_default_config(tmp_path, sim):
     """``fetta run`` of dense specs of random sizes on the default accelerator (16 CEs, 256 MACs;

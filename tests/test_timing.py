@@ -16,6 +16,7 @@ from gen.design.timing import RunTiming, dram_bytes_per_cycle, timeline, transfe
 from gen.toolflow.execute import execute, run_emulator
 from gen.workload.spec import load_spec
 from sim.golden import random_inputs
+from tests.programs import compiled
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,13 +100,13 @@ def test_same_half_everywhere_is_serial(runs):
 
 
 # --- the rule applied to compiled programs and dense plans -------------------------------------
+@pytest.mark.xdist_group("examples")
 @pytest.mark.parametrize("name,phase", [("atis_tt", "fp"), ("atis_tt", "train"), ("ht", "wg"), ("tr13", "bp")])
 def test_compiled_program_timing_is_the_executed_one(name, phase):
     """The compiler's static timeline (instruction timing + DRAM rule) equals the emulator's execution,
     and the DRAM bytes it times are the program's counted DRAM traffic."""
     cfg = FettaConfig()
-    spec = load_spec(ROOT / "examples" / f"{name}.json")
-    prog = compile_layer(spec, phase, cfg)
+    spec, prog = compiled(name, phase)
     ex = execute(prog, random_inputs(spec, 0), cfg)
     static = prog.timeline(cfg)
     assert static == ex.timeline

@@ -287,6 +287,7 @@ def test_unknown_dram_mode():
 
 
 @pytest.mark.sim
+@pytest.mark.xdist_group("default-verilator")
 def test_tiny_step_rtl_equals_emulator():
     """Every run of one whole step (the contractions' DMA jobs, the vector unit's runs) replayed on
     Verilator: the DRAM bytes stored, rows read back and cycles equal the emulator's (``rtl_check_dma`` /

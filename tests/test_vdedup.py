@@ -78,11 +78,11 @@ def test_different_modules_are_kept():
 
 def test_accelerator_modules_shrink():
     """The 4-CE accelerator: Amaranth's per-instance modules collapse to the distinct blocks."""
-    import hdl
     from gen.design.config import FettaConfig
+    from sim.runner import elaborate
 
     cfg = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
-    text = hdl.to_verilog("fetta", cfg)
+    text = elaborate("fetta", cfg)      # the cached Verilog the RTL tests of this design build
     out, dropped = dedup_modules(text)
     n = len(modules(text))
     assert len(modules(out)) == n - dropped and len(modules(out)) < n // 5

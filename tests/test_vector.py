@@ -18,6 +18,7 @@ from gen.design.isa import BF16_ONE, VecOp
 from gen.design.vtables import EXP_SAT_E, EXP_SAT_MP
 from hdl.vector import VectorUnit, vec_rows
 from sim.vector_ref import exp_bits, vec_ref
+from tests.strategies import examples
 from sim import bf16 as fp
 
 LANES = 8
@@ -99,7 +100,7 @@ bf16_pat = st.integers(0, 0xFFFF)
 f32_pat = st.one_of(st.integers(0, 0xFFFFFFFF), st.sampled_from(SPECIAL32))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(10, 25), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(list(VecOp)), st.one_of(bf16_pat, st.sampled_from(SPECIAL16)),
                           st.lists(st.one_of(bf16_pat, st.sampled_from(SPECIAL16)), min_size=LANES, max_size=LANES),
                           st.lists(f32_pat, min_size=LANES, max_size=LANES)), min_size=1, max_size=4))
@@ -293,7 +294,8 @@ def test_mul_rounds_up_to_the_smallest_normal():
     check(CFG, batches)
 
 
-@pytest.mark.parametrize("latencies", [(1, 1), (2, 3), (2, 7)], ids=lambda x: f"M{x[0]}S{x[1]}")
+@pytest.mark.parametrize("latencies", [(1, 1), pytest.param((2, 3), marks=pytest.mark.slow), (2, 7)],
+                         ids=lambda x: f"M{x[0]}S{x[1]}")     # every latency: test_special_values_every_op
 def test_rom_ops_cover_every_entry(latencies):
     """RTL == reference for RECIP and RSQRT on every ROM entry (all fractions at odd and even
     exponents, the range ends), EXP on all ``x`` of ``2**-4 <= |x| < 128`` (every segment of its
