@@ -1,3 +1,5 @@
 from gen.cli import main
 
-raise SystemExit(main())
+# guarded: the spawned workers of `fetta synth -j` / `fetta sweep` import this module as __mp_main__
+if __name__ == "__main__":
+    raise SystemExit(main())

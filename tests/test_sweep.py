@@ -26,8 +26,9 @@ def broken_factory(config):
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
-    # the workers are forked (local) or in-process (Dask test), so the patched cache is theirs too
+    # in-process workers (the Dask test) see the attribute, spawned ones (local) the environment
     monkeypatch.setattr(synth, "CACHE_DIR", tmp_path / "synth-cache")
+    monkeypatch.setenv("FETTA_SYNTH_CACHE", str(tmp_path / "synth-cache"))
 
 
 def toy_grid(**over):

@@ -13,7 +13,7 @@ import hdl
 from gen.errors import ConfigError, FettaError
 from gen.toolflow.fpga import fpga_block, format_fpga
 from gen.progress import interactive, progress
-from gen.toolflow.synth import find_yosys, format_table3, table3, table3_plan
+from gen.toolflow.synth import SPAWN, find_yosys, format_table3, table3, table3_plan
 
 HELP = "Yosys synthesis statistics of the accelerator (Table III) or of --top BLOCK; --fpga adds ECP5 P&R"
 
@@ -86,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("no block of Table III is registered in hdl.TOPS yet", field="--top")
     results, errors = {}, {}
     with progress(len(names), "synthesis", interactive(args.json)) as advance:
-        with ProcessPoolExecutor(max_workers=min(args.jobs, len(names))) as pool:
+        with ProcessPoolExecutor(max_workers=min(args.jobs, len(names)), mp_context=SPAWN) as pool:
             futs = {pool.submit(_one, n, config, args.timeout, cache): n for n in names}
             for fut in as_completed(futs):
                 n = futs[fut]

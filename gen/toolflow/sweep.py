@@ -51,7 +51,7 @@ from gen.search import model_phase
 from gen.workload.spec import load_spec
 import hdl
 from gen.toolflow import lint, synth
-from gen.toolflow.synth import synthesize
+from gen.toolflow.synth import SPAWN, synthesize
 from sim import toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -408,7 +408,7 @@ def run_sweep(grid: Grid, out: str | Path, *, executor: str = "local", scheduler
     if todo:
         if executor == "local":
             workers = jobs or os.cpu_count() or 1
-            with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+            with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=SPAWN) as pool:
                 futs = [pool.submit(evaluate_point, p, settings) for p in todo]
                 for fut in as_completed(futs):
                     record(fut.result())

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -52,6 +53,11 @@ import hdl
 ROOT = Path(__file__).resolve().parents[2]
 #: synthesis results are cached here, keyed by a hash of (Verilog, script, Yosys version)
 CACHE_DIR = Path(os.environ.get("FETTA_SYNTH_CACHE", Path(os.environ.get("FETTA_BUILD_DIR", ROOT / "build")) / "synth"))
+#: how the worker processes of ``fetta synth -j`` and ``fetta sweep`` start: a fresh interpreter each
+#: (a fork of a parent with threads, e.g. one that loaded JAX or a BLAS pool, can deadlock in the
+#: child), so a worker takes what it needs from its arguments and the environment
+#: (``FETTA_SYNTH_CACHE``), not from the parent's memory
+SPAWN = multiprocessing.get_context("spawn")
 
 #: transistors of one CMOS cell, Yosys' ``stat -tech cmos`` table (kernel/cost.h)
 CMOS_TRANSISTORS: dict[str, int] = {
