@@ -28,8 +28,15 @@ DURATIONS = Path(__file__).with_name("durations.json")
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Longest first (a stable sort: the others keep the file order after them)."""
+    """Longest first (a stable sort: the others keep the file order after them). A worker's node id
+    may carry xdist's ``@<group>`` suffix; the file has the plain ids."""
     if not DURATIONS.exists():
         return
     known = json.loads(DURATIONS.read_text())
-    items.sort(key=lambda item: -known.get(item.nodeid, 0.0))
+    items.sort(key=lambda item: -known.get(plain_id(item.nodeid), 0.0))
+
+
+def plain_id(nodeid: str) -> str:
+    """``nodeid`` without xdist's ``@<group>`` suffix (``--dist loadgroup``)."""
+    head, at, group = nodeid.rpartition("@")
+    return head if at and "]" not in group and "::" not in group else nodeid

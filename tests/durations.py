@@ -13,6 +13,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from tests.conftest import plain_id
+
 LINE = re.compile(r"^(?P<s>\d+(?:\.\d+)?)s (?:setup|call|teardown)\s+(?P<node>\S+)$")
 
 
@@ -21,7 +23,7 @@ def parse(text: str) -> dict[str, float]:
     total: dict[str, float] = defaultdict(float)
     for line in text.splitlines():
         if m := LINE.match(line.strip()):
-            total[m.group("node")] += float(m.group("s"))
+            total[plain_id(m.group("node"))] += float(m.group("s"))
     return dict(total)
 
 

@@ -81,7 +81,7 @@ def lowered(spec, phase, config, early=None, late=None, **kw):
     return prog, dprog, ex
 
 
-@settings(max_examples=examples(5, 15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3, 15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(formats=("tt", "tr", "ttm", "ht", "bt", "tucker"), max_mode=6, max_rank=4, max_batch=8),
        phase=st.sampled_from(["fp", "bp", "wg"]), config=st.sampled_from([SMALL, NARROW]))
 def test_random_layers_emulator(spec, phase, config):

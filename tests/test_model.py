@@ -182,7 +182,7 @@ def test_fetta_model_cli_reports_the_compiled_timing(capsys):
     assert json.loads(capsys.readouterr().out)["timing"] == "analytical"
 
 
-@settings(max_examples=examples(10, 25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(6, 25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(formats=("tt", "tr", "ttm", "ht", "bt", "tucker"), max_mode=6, max_rank=4, max_batch=9),
        phase=st.sampled_from(["fp", "bp", "wg", "train"]))
 def test_fetta_model_equals_emulator_on_random_specs(spec, phase):

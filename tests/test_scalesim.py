@@ -22,6 +22,8 @@ TOL = 0.05
 #: cycle), the two whose per-fold fill / drain is under ``TOL`` among them; ``make test-full`` all
 CI_SHAPES = ((64, 64, 64), (32, 768, 768), (64, 128, 1024), (512, 64, 128))
 RUN = SHAPES if FULL else CI_SHAPES
+#: one worker runs the module: the comparison is a module fixture
+pytestmark = pytest.mark.xdist_group("scalesim")
 
 
 @pytest.fixture(scope="module")
