@@ -1,10 +1,12 @@
 """Shared pytest set-up: hypothesis profiles, and the order two workers take the tests in.
 
-``make test`` runs ``pytest -n 2 --dist loadgroup``: the tests that share one long Verilator build
-carry ``@pytest.mark.xdist_group`` (one worker builds and runs them while the other goes on,
-instead of waiting on the build's lock), and the collection puts the tests that took longest
-first (:data:`DURATIONS`, written by ``make test-durations``), so the run does not end on one
-worker with a long test started last. The order changes no result: every test stands alone.
+``make test`` runs ``pytest -n 2 --dist loadgroup``: the tests that share one long Verilator build,
+compiled programs (``tests/programs.py``) or a module fixture carry ``@pytest.mark.xdist_group``
+(one worker builds and runs them while the other goes on, instead of waiting on the build's lock),
+and the collection puts the tests that took longest first (:data:`DURATIONS`, written by
+``make test-durations``), so the run does not end on one worker with a long test started last.
+The order changes no result: every test stands alone (a test that only passed in file order, the
+sweep's forked workers in a process that had loaded JAX, was a defect: they are spawned now).
 """
 
 from __future__ import annotations
