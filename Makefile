@@ -86,7 +86,7 @@ test-durations: venv scalesim
 	@mkdir -p build
 	set -o pipefail; $(SIMENV) FETTA_VERILATOR_OPT=-O1 $(PY) -m pytest $(TEST_ARGS) -m "not slow" \
 	  --durations=0 tests | tee build/test-durations.log
-	$(PY) -m tests.durations build/test-durations.log > tests/durations.json
+	$(PY) -m tests.durations build/test-durations.log --out tests/durations.json
 
 bench: venv
 	$(SIMENV) $(PY) -m benchmarks --out docs/results.md

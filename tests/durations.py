@@ -31,14 +31,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.durations", description=__doc__.splitlines()[0])
     ap.add_argument("log", type=Path)
     ap.add_argument("--min", type=float, default=5.0, metavar="SECONDS")
+    ap.add_argument("--out", type=Path, help="write the JSON here (replaced only on success) instead of printing it")
     args = ap.parse_args(argv)
     total = parse(args.log.read_text())
     if not total:
         print("error: no duration lines in the log (run pytest with --durations=0)", file=sys.stderr)
         return 1
     keep = sorted(((round(s, 1), n) for n, s in total.items() if s >= args.min), reverse=True)
-    json.dump({n: s for s, n in keep}, sys.stdout, indent=0)
-    print()
+    text = json.dumps({n: s for s, n in keep}, indent=0) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        tmp = args.out.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(args.out)
     return 0
 
 

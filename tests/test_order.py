@@ -29,8 +29,11 @@ def test_durations_sum_phases_and_keep_the_long_ones(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert list(out) == ["tests/test_system.py::test_grid", "tests/test_scalesim.py::test_version",
                          "tests/test_fp.py::test_add[0]"]
+    kept = tmp_path / "durations.json"
+    assert main([str(log), "--out", str(kept)]) == 0 and json.loads(kept.read_text()) == out
     log.write_text("no durations here\n")
     assert main([str(log)]) == 1
+    assert main([str(log), "--out", str(kept)]) == 1 and json.loads(kept.read_text()) == out   # kept on failure
 
 
 def test_collection_runs_the_longest_first(tmp_path, monkeypatch):
