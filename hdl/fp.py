@@ -25,6 +25,7 @@ from amaranth.lib.wiring import In, Out
 from gen.design.config import BF16_BITS, FP32_BITS
 
 from hdl.pipe import stage
+from hdl.share import shared_instance
 
 __all__ = ["BF16Mul", "FP32Add", "FP32ToBF16", "F32_QNAN", "BF16_QNAN", "ADD_CUTS", "MUL_CUTS"]
 
@@ -136,6 +137,8 @@ class BF16Mul(wiring.Component):
         return self._stages
 
     def elaborate(self, platform):
+        if (shared := shared_instance(platform, self, BF16Mul, stages=self._stages)) is not None:
+            return shared
         m = Module()
         cuts = MUL_CUTS[self._stages]
         sa, ea, fa = self.a[15], self.a[7:15], self.a[0:7]
@@ -448,6 +451,8 @@ class FP32Add(wiring.Component):
         return self._stages
 
     def elaborate(self, platform):
+        if (shared := shared_instance(platform, self, FP32Add, stages=self._stages)) is not None:
+            return shared
         m = Module()
         cuts = ADD_CUTS[self._stages]
         v = _add_compare(m, cuts, self.a, self.b)
@@ -480,6 +485,8 @@ class FP32ToBF16(wiring.Component):
         super().__init__({"a": In(FP32_BITS), "o": Out(BF16_BITS)})
 
     def elaborate(self, platform):
+        if (shared := shared_instance(platform, self, FP32ToBF16)) is not None:
+            return shared
         m = Module()
         e, f = self.a[23:31], self.a[0:23]
         upper, lower = self.a[16:32], self.a[0:16]

@@ -17,6 +17,7 @@ from gen.design.config import BF16_BITS, DATATYPES, DEFAULT, FP32_BITS, MAX_ADD_
 
 from hdl.fp import BF16Mul, FP32Add
 from hdl.pipe import delay
+from hdl.share import shared_instance
 
 __all__ = ["PE", "DATATYPES", "operand_width", "acc_width"]
 
@@ -154,6 +155,12 @@ class PE(wiring.Component):
         return self._mul_latency + self._add_latency
 
     def elaborate(self, platform):
+        shared = shared_instance(platform, self, PE, datatype=self._datatype, int_width=self._int_width,
+                                 int_acc_width=self._int_acc_width, mul_latency=self._mul_latency,
+                                 add_latency=self._add_latency, chain=self._outputs["b_out"],
+                                 psum_valid=self._outputs["psum_valid"], drain_valid=self._outputs["drain_valid"])
+        if shared is not None:
+            return shared
         m = Module()
         M, S = self._mul_latency, self._add_latency
         ew = operand_width(self._datatype, self._int_width)
