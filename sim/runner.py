@@ -110,7 +110,7 @@ def elaboration_key(top: str, config, root: Path = ROOT) -> str:
 def elaborate(top: str, config) -> str:
     """Verilog text of block ``top`` for ``config``, cached on disk under :func:`elaboration_key`,
     so an edited block, or an edited constant it imports from anywhere in the project, is
-    re-elaborated. Elaborating the default accelerator takes ~70 s; repeated ``fetta run`` calls
+    re-elaborated. Elaborating the default accelerator takes ~65 s; repeated ``fetta run`` calls
     and tests reuse the text.
     """
     path = BUILD_ROOT / "verilog" / f"{hdl.module_name(top)}-{elaboration_key(top, config)}.v"
@@ -142,7 +142,8 @@ def build(verilog: str, toplevel: str, sim: str, *, build_args: Sequence[str] = 
         # design alive and in the VPI symbol table (the default accelerator: ~80 MB of C++).
         # The benches only touch top-level ports, so make just those public (ports.vlt below).
         # The Verilog itself gets Amaranth's per-instance module copies merged (sim/vdedup.py;
-        # the default accelerator: 1,402 modules -> 26), as Verilator compiles each to C++.
+        # the default accelerator: 186 modules -> 33; its PEs and FP units are shared modules
+        # already, hdl/share.py), as Verilator compiles each to C++.
         args = ["--no-public-flat-rw", *(f"-Wno-{w}" for w in toolchain.SIM_WAIVERS), *build_args]
     else:
         # cocotb passes -g2012, where variable initializers run before any process and raise no

@@ -1,7 +1,8 @@
 """Merge identical modules of emitted Verilog so simulators compile each distinct block once.
 
-Amaranth emits one Verilog module per *instance* (``fetta_fetta.tcu.ce3.pe_1_2``): the default
-accelerator has 1,402 modules, most of them copies of a few (PEs, FP units, adder switches).
+Amaranth emits one Verilog module per *instance* (``fetta_fetta.tcu.ce3``): the default
+accelerator has 186 modules, most of them copies of a few (CEs, adder switches, memory banks; its
+PEs and floating-point units are emitted once already, :mod:`hdl.share`; 1,402 modules before).
 Verilator compiles each module on its own, so the whole design becomes ~124 MB of C++.
 :func:`dedup_modules` hash-conses the modules bottom-up: a module whose body is identical to an
 earlier one (after its sub-module references are replaced by their canonical names and Yosys'

@@ -400,7 +400,7 @@ def test_fetta_run_dense_random_default_config(tmp_path, sim):
     Verilator also 256^3), compiled as two-tensor networks and run as DMA jobs (the default since
     2026-11-28): the RTL equals the emulator bit for bit (cycles included; the run itself checks
     every job) and every output is within the bf16-rounding + FP32-accumulation bound of the float64
-    golden model. Costs ~70 s of elaboration (cached on disk) + ~3 min Verilator build + ~3 min of
+    golden model. Costs ~65 s of elaboration (cached on disk) + ~3 min Verilator build + ~3 min of
     compiling and runs (7 min in all on 2026-11-28, the build cached); on
     Icarus 7 min (the default design's 256 MACs at ~35 clock cycles/s), so that one is in
     ``make test-full`` (``make test`` runs Icarus on the small designs of the other tests)."""

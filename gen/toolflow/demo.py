@@ -20,7 +20,7 @@ Steps, each reported on one line:
 Options: ``--sim icarus|verilator`` (default verilator), ``--config F.toml`` for the
 simulated design (default ``configs/default.toml``; ``configs/demo.toml`` is a 4-CE design
 that Icarus simulates quickly), ``--spec`` and ``--phase`` (default the ATIS layer, ``train``).
-Elaboration (~70 s) and the Verilator build (~3 min on 2 cores) are cached per design under
+Elaboration (~65 s) and the Verilator build (~3 min on 2 cores) are cached per design under
 ``build/``: a second run takes well under a minute.
 """
 
