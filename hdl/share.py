@@ -1,10 +1,11 @@
-"""Emit each distinct leaf block once: shared modules for RTLIL conversion.
+"""Emit each distinct block once: shared modules for RTLIL conversion.
 
-Amaranth builds the netlist of every *instance* of a block anew: the default accelerator has 512
-bfloat16 multipliers and FP32 adders in its PEs, 128 adders in the reduction network, 64 in the
-accumulation unit and so on, whose netlists are identical per parameter set, and building them was
-most of its ~225 s elaboration. :func:`hdl.to_rtlil` therefore elaborates under a
-:class:`SharedModules` "platform": a leaf block that calls :func:`shared_instance` first in its
+Amaranth builds the netlist of every *instance* of a block anew: the default accelerator has 256
+PEs, each with a bfloat16 multiplier and an FP32 adder, 128 adders in the reduction network, 64 in
+the accumulation unit and so on, whose netlists are identical per parameter set, and building them
+was most of its ~225 s elaboration (~50 s with this module). :func:`hdl.to_rtlil` therefore
+elaborates under a :class:`SharedModules` "platform": a block (today the PE and the floating-point
+units of ``hdl/fp.py``) that calls :func:`shared_instance` first in its
 ``elaborate`` is then converted **once** per parameter set, as a module of its own, and every
 instance becomes an :class:`amaranth.hdl.Instance` of that module, ports connected by name (the
 names Amaranth gives a component's ports: the signature's paths joined by ``__``, plus ``clk`` /
