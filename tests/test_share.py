@@ -13,7 +13,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from amaranth import Module, Signal, signed
+from amaranth import Module, signed
 from amaranth.back import rtlil
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
