@@ -36,7 +36,8 @@ ROWS = [("pe", "default", {}), ("pe", "default", PIPE3), ("pe", "default", PIPE7
         ("dist_net", "small", {}), ("red_net", "small", {}), ("red_net", "small", PIPE3),
         ("red_net", "small", PIPE7),
         ("vector_unit", "small", {"vector_lanes": 4}), ("vector_unit", "small", {"vector_lanes": 4, **PIPE7}),
-        ("accum_unit", "small", {}), ("controller", "small", {}), ("fetta", "small", {})]
+        ("accum_unit", "small", {}), ("accum_unit", "small", PIPE7), ("controller", "small", {}),
+        ("fetta", "small", {})]
 BLOCKS = sorted({b for b, _, _ in ROWS})
 
 

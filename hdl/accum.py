@@ -5,13 +5,13 @@ Per bank, ``lanes`` adders combine a reduced Psum row with the stored row
 rows between the formats of the two memories:
 
 * :class:`AccumAdd`: ``new = acc ? old + psum : psum`` (FP32, or integers that
-  wrap at ``acc_bits``);
+  wrap at ``acc_bits``), ``add_latency - 1`` cycles;
 * :class:`Narrow`: accumulator row -> unified row (FP32 -> bfloat16 RNE via
   :class:`hdl.fp.FP32ToBF16`, or the low ``int_width`` bits);
 * :class:`Widen`: unified row -> accumulator row (bfloat16 -> FP32 with
   subnormals flushed, or sign extension).
 
-All three are combinational; the top registers around them.
+The converters are combinational; the top registers around them.
 """
 
 from __future__ import annotations
@@ -23,10 +23,15 @@ from amaranth.lib.wiring import In, Out
 from gen.design.config import BF16_BITS, FP32_BITS, FettaConfig
 
 from hdl.fp import F32_QNAN, FP32Add, FP32ToBF16
+from hdl.pipe import delay
 
 
 class AccumAdd(wiring.Component):
-    """``o = Mux(acc, old + psum, psum)`` on one row, per lane.
+    """``o = Mux(acc, old + psum, psum)`` on one row, per lane, pipelined like every FP32 adder of the
+    design: ``add_latency - 1`` inner registers (:class:`hdl.fp.FP32Add` ``stages``; the
+    accumulation memory's write is the last register, as the PE's accumulator is for its adder).
+    ``acc`` and ``psum`` ride along in registers named ``acc_d<i>`` / ``psum<x>_d<i>`` (an overwrite
+    keeps the same latency as an add); the integer datatype adds in one cycle and delays the sum.
 
     Ports
     -----
@@ -35,7 +40,11 @@ class AccumAdd(wiring.Component):
     acc : In(1)
         Add (1) or overwrite (0).
     o : Out(lanes * acc_bits)
-        The new row; combinational (valid in the cycle of the inputs).
+        The new row, :attr:`latency` cycles after the inputs (0: combinational).
+
+    A read-modify-write of one row therefore needs ``add_latency`` cycles between two adds to the
+    same row (:func:`gen.design.isa.tile_period` keeps the stationary dataflows' ``ACC_L0`` tiles that
+    far apart; the emulator marks a result unknown where a program breaks the rule).
     """
 
     def __init__(self, config: FettaConfig):
@@ -43,19 +52,25 @@ class AccumAdd(wiring.Component):
         w = config.lanes * config.acc_bits
         super().__init__({"old": In(w), "psum": In(w), "acc": In(1), "o": Out(w)})
 
+    @property
+    def latency(self) -> int:
+        """Cycles from the inputs to ``o``: ``add_latency - 1``."""
+        return self._cfg.add_latency - 1
+
     def elaborate(self, platform):
         m = Module()
         cfg = self._cfg
-        AB = cfg.acc_bits
+        AB, S = cfg.acc_bits, self.latency
+        acc = delay(m, self.acc, S, "acc")
         for x in range(cfg.lanes):
             sl = slice(x * AB, (x + 1) * AB)
             if cfg.datatype == "bf16":
-                m.submodules[f"add{x}"] = add = FP32Add()
+                m.submodules[f"add{x}"] = add = FP32Add(stages=S)
                 m.d.comb += [add.a.eq(self.old[sl]), add.b.eq(self.psum[sl])]
-                total = add.o
+                m.d.comb += self.o[sl].eq(Mux(acc, add.o, delay(m, self.psum[sl], S, f"psum{x}")))
             else:
-                total = (self.old[sl] + self.psum[sl])[:AB]
-            m.d.comb += self.o[sl].eq(Mux(self.acc, total, self.psum[sl]))
+                total = Mux(self.acc, self.old[sl] + self.psum[sl], self.psum[sl])[:AB]
+                m.d.comb += self.o[sl].eq(delay(m, total, S, f"sum{x}"))
         return m
 
 

@@ -16,7 +16,7 @@ from gen.design.config import FettaConfig
 from gen.design.isa import ADDR_BITS, BOUND_BITS, LOG_GRID_BITS, STRIDE_BITS, CEMode
 
 from hdl.controller import offset_bits
-from hdl.pipe import hold
+from hdl.pipe import delay, hold
 from hdl.red_net import mode_word_bits
 from hdl.sequencer import OutputSequencer
 
@@ -62,7 +62,8 @@ class DrainQueue(wiring.Component):
         (:func:`gen.design.control.overlaps`; combinational).
 
     Latency: a context is busy from the cycle after ``start`` to the cycle of its final row's write,
-    one cycle after the row arrives (the accumulation unit's write stage).
+    ``add_latency`` cycles after the row arrives (the accumulation unit's read stage, then its
+    adder's ``add_latency - 1`` registers, :class:`hdl.accum.AccumAdd`).
     """
 
     def __init__(self, config: FettaConfig):
@@ -113,7 +114,9 @@ class DrainQueue(wiring.Component):
         m.d.comb += [getattr(self, f"h_{name}").eq(Mux(head, held[1][name], held[0][name])) for name in _HEAD]
         m.d.comb += [self.h_o_off[g].eq(Mux(head, held[1]["o_off"][g], held[0]["o_off"][g])) for g in range(E)]
 
-        m.d.sync += [w_final.eq(final), w_ctx.eq(head)]
+        # the write stage: add_latency - 1 cycles after the read stage (:class:`hdl.accum.AccumAdd`)
+        S = self._cfg.add_latency - 1
+        m.d.sync += [w_final.eq(delay(m, final, S, "final")), w_ctx.eq(delay(m, head, S, "head"))]
         with m.If(final):
             m.d.sync += head.eq(~head)
         with m.If(self.start):

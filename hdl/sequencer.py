@@ -58,7 +58,8 @@ class GemmIssue(wiring.Component):
     group leaves the slots of missing tiles empty. In IS/WS the loads of tile ``i + 1`` overlap
     the vectors of tile ``i`` (they start with its first vector, the ``swap`` that retires the
     shadow tile: :class:`hdl.ce.CE`), so the period is ``max(K, loads)`` instead of ``loads``,
-    then ``K``. The temporal address of operand ``x`` is ``x_base + l1 * x_sl1 + l0 * x_sl0 + k *
+    then ``K`` (and at least ``add_latency``: the accumulation unit's read-modify-write of an
+    ``ACC_L0`` tile's rows). The temporal address of operand ``x`` is ``x_base + l1 * x_sl1 + l0 * x_sl0 + k *
     x_sk`` (``k`` counts that operand's vectors or loads in the tile): the first ``q`` cycles of
     a group take the tiles' start addresses from the tile counters, later cycles the address of
     ``q`` cycles before plus ``x_sk`` (a delay line of ``q - 1`` registers).
@@ -93,6 +94,7 @@ class GemmIssue(wiring.Component):
 
     def __init__(self, config: FettaConfig):
         self._rows = config.ce_rows
+        self._min_loads = min(config.ce_rows, config.ce_cols)
         self._slots = config.add_latency
         steps = tile_step_shape(config)
         super().__init__({
@@ -188,15 +190,19 @@ class GemmIssue(wiring.Component):
         # and the loop constants derived from them, computed from the decoder's registers in the
         # cycle of start and held, so no multiply or subtract sits between a counter and the next
         # cycle's state while the GEMM issues (the controller's former critical path):
-        # q * K vectors per group; period max(K, loads) (IS/WS) or q * max(K, ce_rows) (OS: the
-        # Psum registers drain one row per cycle); the guard a group's first vector loads
+        # q * K vectors per group; period max(K, loads, add_latency) (IS/WS) or q * max(K, ce_rows)
+        # (OS: the Psum registers drain one row per cycle); the guard a group's first vector loads
         width = BOUND_BITS + S.bit_length()
         os_span = Mux(K > self._rows, K, self._rows)
+        st_span = Mux(K > nload, K, nload)
+        if S > self._min_loads:
+            # the accumulation unit's read-modify-write: ACC_L0 tiles add to the same rows
+            st_span = Mux(st_span > S, st_span, S)
         qk = Mux(st, K, K * S)[:width]
         derived = {
             "qk": qk,
             "b_window": Mux(st, nload, qk)[:width],
-            "period_m1": (Mux(st, Mux(K > nload, K, nload), os_span * S) - 1)[:width],
+            "period_m1": (Mux(st, st_span, os_span * S) - 1)[:width],
             "last_from": (qk - Mux(st, 1, S))[:width],
             "L0_m1": (self.L0 - 1)[:BOUND_BITS], "L1_m1": (self.L1 - 1)[:BOUND_BITS],
             "guard_init": (S * (K - 1) + S * self._rows - 2)[:len(self.guard)],

@@ -171,6 +171,44 @@ def _dma_engine(m, top, banks, umem, F):
     return dma
 
 
+def _accumulate(m, cfg, parts, banks, amem, tcu, out, g_addr):
+    """The accumulation path of a GEMM: the read stage registers the reduction beat
+    (``red[g]`` of each group, its output row ``g_addr[g]``, ``ACC`` / ``ACC_L0``, and the
+    head context's write-back fields) while the old rows are read; then per group an
+    :class:`~hdl.accum.AccumAdd` (``add_latency - 1`` cycles; the beat's fields ride along in
+    registers ``w_*_d<i>``) and a :class:`~hdl.accum.Narrow` (combinational) give the new
+    accumulation row and its unified-memory form, written at the end of the write stage
+    (``add_latency - 1`` cycles after the read stage; the same cycle with one-cycle adders).
+
+    Returns ``(w, new)``: the write stage's values (``valid``, ``addr`` and ``group_active``
+    per group, ``wb``, ``w_off`` = ``w_base - o_base``) and per group ``(accumulation row,
+    narrowed row)``.
+    """
+    E, AW = cfg.num_ces, cfg.lanes * cfg.acc_bits
+    r = {"valid": Signal(name="w_valid"), "wb": Signal(name="w_wb"), "w_off": Signal(ADDR_BITS, name="w_off"),
+         "group_active": Signal(E, name="w_group_active"),
+         "addr": [Signal(ADDR_BITS, name=f"w_oaddr{g}") for g in range(E)]}
+    w_acc = Signal(name="w_acc")
+    w_psum = [Signal(AW, name=f"w_psum{g}") for g in range(E)]
+    m.d.sync += [r["valid"].eq(out.valid), w_acc.eq(out.h_acc | (out.h_acc_l0 & out.later_l0)),
+                 r["wb"].eq(out.h_wb), r["w_off"].eq(out.h_w_base - out.h_o_base),
+                 r["group_active"].eq(out.h_group_active)]
+    for g in range(E):
+        m.d.sync += [w_psum[g].eq(tcu.red[g]), r["addr"][g].eq(g_addr[g])]
+    new = []
+    for g in range(E):
+        m.submodules[f"accadd{g}"] = add = parts["accadd"](cfg)
+        old = banks.select(m, Signal(AW, name=f"acc_old{g}"), banks.of(r["addr"][g]), amem.r_data)
+        m.d.comb += [add.old.eq(old), add.psum.eq(w_psum[g]), add.acc.eq(w_acc)]
+        m.submodules[f"narrow{g}"] = nar = parts["narrow"](cfg)
+        m.d.comb += nar.a.eq(add.o)
+        new.append((add.o, nar.o))
+    S = cfg.add_latency - 1
+    w = {key: delay(m, r[key], S, r[key].name) for key in ("valid", "wb", "w_off", "group_active")}
+    w["addr"] = [delay(m, a, S, a.name) for a in r["addr"]]
+    return w, new
+
+
 def _write_ports(m, banks, mem, sources) -> None:
     """The write port of every bank of ``mem``: the first enabled source of ``sources`` =
     ``[(enable, rows), ...]`` owns all banks; of its ``rows`` = ``[(cond, addr, data), ...]``
@@ -294,7 +332,7 @@ class Fetta(wiring.Component):
         for g in range(cfg.num_ces):
             m.d.comb += g_addr[g].eq(out.row + out.h_o_off[g])
         self._accum_reads(m, banks, amem, out, g_addr, move, vec, is_store)
-        w, new = self._accumulate(m, banks, amem, tcu, out, g_addr)
+        w, new = _accumulate(m, cfg, self._parts, banks, amem, tcu, out, g_addr)
         mv_narrow, mv_widen = self._move_converters(m, banks, umem, amem, move)
         self._vector(m, banks, umem, amem, vu, vec, F)
 
@@ -447,39 +485,6 @@ class Fetta(wiring.Component):
             with m.Else():
                 m.d.comb += r_sel.eq(self.host_addr)
             m.d.comb += amem.r_addr[b].eq(banks.index(r_sel))
-
-    def _accumulate(self, m, banks, amem, tcu, out, g_addr):
-        """The accumulation path of a GEMM: the write stage registers the reduction beat
-        (``red[g]`` of each group, its output row ``g_addr[g]``, ``ACC`` / ``ACC_L0``, and the
-        head context's write-back fields) while the old rows are read; then per group an
-        :class:`~hdl.accum.AccumAdd` and a :class:`~hdl.accum.Narrow` (combinational) give the new
-        accumulation row and its unified-memory form, written at the end of the write stage.
-
-        Returns ``(w, new)``: the write stage's registers (``valid``, ``addr`` and ``group_active``
-        per group, ``wb``, ``w_off`` = ``w_base - o_base``) and per group ``(accumulation row,
-        narrowed row)``.
-        """
-        cfg = self._cfg
-        E, AW = cfg.num_ces, cfg.lanes * cfg.acc_bits
-        w = {"valid": Signal(name="w_valid"), "wb": Signal(name="w_wb"), "w_off": Signal(ADDR_BITS, name="w_off"),
-             "group_active": Signal(E, name="w_group_active"),
-             "addr": [Signal(ADDR_BITS, name=f"w_oaddr{g}") for g in range(E)]}
-        w_acc = Signal(name="w_acc")
-        w_psum = [Signal(AW, name=f"w_psum{g}") for g in range(E)]
-        m.d.sync += [w["valid"].eq(out.valid), w_acc.eq(out.h_acc | (out.h_acc_l0 & out.later_l0)),
-                     w["wb"].eq(out.h_wb), w["w_off"].eq(out.h_w_base - out.h_o_base),
-                     w["group_active"].eq(out.h_group_active)]
-        for g in range(E):
-            m.d.sync += [w_psum[g].eq(tcu.red[g]), w["addr"][g].eq(g_addr[g])]
-        new = []
-        for g in range(E):
-            m.submodules[f"accadd{g}"] = add = self._parts["accadd"](cfg)
-            old = banks.select(m, Signal(AW, name=f"acc_old{g}"), banks.of(w["addr"][g]), amem.r_data)
-            m.d.comb += [add.old.eq(old), add.psum.eq(w_psum[g]), add.acc.eq(w_acc)]
-            m.submodules[f"narrow{g}"] = nar = self._parts["narrow"](cfg)
-            m.d.comb += nar.a.eq(add.o)
-            new.append((add.o, nar.o))
-        return w, new
 
     def _move_converters(self, m, banks, umem, amem, move):
         """The format converters of LOAD / STORE, one per row of a chunk, on the read data of the

@@ -38,7 +38,7 @@ import numpy as np
 from gen.design.config import FettaConfig
 from gen.design.control import Clock
 from gen.design.isa import (DmaMode, ErrorCode, Flag, Geometry, Instr, Opcode, ce_offsets, check, decode, interleave,
-                            gemm_macs, group_offsets, horizontal, loads, stationary, transposed)
+                            gemm_macs, group_offsets, horizontal, loads, stationary, tile_period, transposed)
 
 from sim import bf16 as fp
 from sim.unknown import bytes_to_elements, elements_to_bytes, gemm_unknown, vec_unknown
@@ -221,12 +221,14 @@ class Emulator:
         # the hardware's write order: per group of interleaved tiles (OS), row by row, tile by tile
         q = interleave(ins, self.geo)
         order = [(t, i) for g0 in range(0, T, q) for i in range(rows) for t in range(g0, min(g0 + q, T))]
+        rmw = _RmwHazard(ins, g, T, rows)
         for t, i in order:
             accumulate = bool(ins.flags & Flag.ACC) or (bool(ins.flags & Flag.ACC_L0) and t % ins.L0 > 0)
             addr = ins.o_base + o_tiles[t] + goff + i * ins.o_sk
             new, new_x = psum_bits[t, :, i, :], unknown[t, :, i, :]
+            stale = rmw.beat(t, i, addr)
             if accumulate:
-                new, new_x = self._acc_add(self.accum[addr], new), new_x | self.accum_x[addr]
+                new, new_x = self._acc_add(self.accum[addr], new), new_x | self.accum_x[addr] | stale
             self.accum[addr], self.accum_x[addr] = new, new_x
             if write_back:
                 w = ins.w_base + (addr - ins.o_base)
@@ -362,6 +364,41 @@ def bytes_to_rows(data: np.ndarray, lanes: int, elem_bits: int) -> np.ndarray:
     bits = bits.reshape(-1, lanes, elem_bits)
     weights = np.uint64(1) << np.arange(elem_bits, dtype=np.uint64)
     return (bits.astype(np.uint64) * weights).sum(axis=2, dtype=np.uint64)
+
+
+class _RmwHazard:
+    """The accumulation unit's read-modify-write within one GEMM (:class:`hdl.accum.AccumAdd`): a
+    row is read when its beat arrives and written ``add_latency - 1`` cycles later, so a beat that
+    adds to a row the same GEMM wrote fewer than ``add_latency`` cycles before reads the old value
+    in the RTL. The compiler never does that (its tiles write distinct rows; ``ACC_L0`` tiles are a
+    :func:`~gen.design.isa.tile_period` apart, never less than ``add_latency``); a hand-written
+    program that does gets those rows **unknown** (:mod:`sim.unknown`), not a value the RTL would not
+    compute. Beat cycles (relative): OS group ``g`` of ``n`` tiles drains row ``i`` of slot ``s`` at
+    ``g * period + n * (1 - rows) + i * n + s`` (its last row ends with its last tile), IS/WS tile
+    ``t`` row ``i`` at ``t * period + i``. Between GEMMs the period keeps a chain of GEMMs of one
+    template (the compiler's ``ACC`` chains) apart."""
+
+    def __init__(self, ins: Instr, geo, tiles: int, rows: int):
+        self.latency = geo.add_latency
+        self.q, self.tiles, self.rows = interleave(ins, geo), tiles, rows
+        self.period = tile_period(ins, geo)
+        self.last: dict[int, int] = {}
+
+    def _cycle(self, t: int, i: int) -> int:
+        g, s = divmod(t, self.q)
+        n = min(self.q, self.tiles - g * self.q)
+        return g * self.period + n * (1 - self.rows) + i * n + s
+
+    def beat(self, t: int, i: int, addr: np.ndarray) -> np.ndarray | bool:
+        """Beat ``(t, i)`` writes rows ``addr`` (one per group): which of them (``[G, 1]``) an add
+        would read while the value is still in the adder."""
+        if self.latency == 1:
+            return False
+        now = self._cycle(t, i)
+        hit = np.asarray([now - self.last.get(int(a), now - self.latency) < self.latency for a in addr], bool)
+        for a in addr:
+            self.last[int(a)] = now
+        return hit[:, None]
 
 
 def _transpose_groups(x: np.ndarray, lanes: int) -> np.ndarray:

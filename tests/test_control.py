@@ -42,9 +42,9 @@ def test_back_to_back_gemms_overlap_the_drain():
 
 def test_third_short_gemm_waits_for_a_free_output_context():
     geo = Geometry.of(FettaConfig(mul_latency=2, add_latency=3))
-    g = gemm(K=1)                              # issue 12 (a group of 3 tile slots, 4 rows each), end 30
+    g = gemm(K=1)                              # issue 12 (a group of 3 tile slots, 4 rows each), end 32
     a, b = issue_cycles(g, geo), exec_cycles(g, geo) + 1
-    assert (a, b) == (12, 31)
+    assert (a, b) == (12, 33)
     acts, _ = run([g, g, g, g, halt()], geo)
     assert [x - acts[0] for x in acts[:4]] == [0, a, b, a + b]
 

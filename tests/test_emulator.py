@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from gen.design.config import FettaConfig
 from gen.compiler.gemm import plan_gemm
 from gen.toolflow.execute import run_emulator
-from gen.design.isa import ErrorCode, Geometry, Instr, gemm, halt, load, store
+from gen.design.isa import ErrorCode, Geometry, Instr, check, gemm, halt, load, store
 from sim import bf16 as fp
 from gen.design.timing import program_cycles
 from sim.emulator import Emulator
@@ -183,3 +183,30 @@ def test_fetta_run_emulator_cli(tmp_path, phase):
         assert arrays[k].shape == Yr.shape
         assert np.max(np.abs(arrays[k] - Yr)) <= 2 ** -7 * np.max(np.abs(Yr))
     assert np.array_equal(arrays["X"], ref["X"])
+
+
+def test_accumulation_read_modify_write_hazard():
+    """The accumulation unit adds in ``add_latency - 1`` cycles after reading a row
+    (:class:`hdl.accum.AccumAdd`): output-stationary ``ACC_L0`` tiles of one group add to one row in
+    consecutive cycles, so with pipelined adders those rows are unknown in the emulator (the RTL
+    reads the old value); with one-cycle adders they are known. A stationary ``ACC_L0`` GEMM with
+    ``K`` shorter than ``add_latency`` is stretched to a period of ``add_latency``
+    (:func:`gen.design.isa.tile_period`), so its rows stay known, the same sums at both latencies."""
+    os_acc = gemm(K=3, L0=2, a=(0, 1, 8), b=(64, 1, 8), o=(0, 1), acc_l0=True)
+    ws_acc = gemm(K=2, L0=3, mode=1, a=(0, 1, 4), b=(64, 1, 4), o=(16, 1), acc_l0=True)
+    ws_sums = {}
+    for add_latency in (1, 3):
+        cfg = FettaConfig(add_latency=add_latency)
+        emu = Emulator(cfg)
+        rng = np.random.default_rng(3)
+        emu.write_unified(0, 0, emu.to_elem_bits(fp.round_to_bf16_f32(rng.standard_normal((128, cfg.lanes)))))
+        emu.write_accum(0, np.zeros((32, cfg.lanes), np.uint64))
+        for ins in (os_acc, ws_acc):
+            assert ins.L0 > 1 and ins.o_sl0 == 0 and check(ins, emu.geo) == ErrorCode.NONE
+        emu.load_program([i.encode() for i in (os_acc, ws_acc, halt())])
+        assert emu.run(0).error == 0
+        os_rows = emu.accum_x[0:cfg.ce_rows]
+        assert os_rows.all() == (add_latency > 1) and os_rows.any() == (add_latency > 1)
+        assert not emu.accum_x[16:18].any()
+        ws_sums[add_latency] = emu.accum[16:18].copy()
+    assert np.array_equal(ws_sums[1], ws_sums[3]) and np.any(ws_sums[1] != 0)

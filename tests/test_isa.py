@@ -102,15 +102,21 @@ def test_timing_rules():
     assert exec_cycles(wsh, g1) == 2 * 4 + 4 + 2 + 4 + 4 + 4
     assert exec_cycles(load(src=0, dst=0, chunks=3), g1) == 4
     assert exec_cycles(Instr(opcode=Opcode.SYNC), g1) == 0
-    # M = 2, S = 3: latency = R*S + M - 1 (CE) + log2(16)*S (network) + 4 = 12 + 1 + 12 + 4 = 29
+    # M = 2, S = 3: latency = R*S + M - 1 (CE) + log2(16)*S (network) + S - 1 (the accumulation
+    # unit's adder) + 4 = 12 + 1 + 12 + 2 + 4 = 31
     g23 = Geometry.of(FettaConfig(mul_latency=2, add_latency=3))
     # 6 OS tiles in 2 groups of 3, period 3 * max(10, 4); the last vector 3 * 9 + 2 into the group
-    assert exec_cycles(g, g23) == 30 + 29 + 1 + 29
-    assert exec_cycles(short, g23) == 3 * 1 + 2 + 1 + 29      # one group of 3 tiles of K = 2
-    assert exec_cycles(gemm(K=2, L0=4), g23) == 3 * 4 + 3 * 1 + 0 + 1 + 29   # a partial group of 1
-    assert exec_cycles(ws, g23) == 2 * 7 + 1 + 6 + 1 + 29     # IS/WS: no interleaving
-    assert exec_cycles(wsh, g23) == 2 * 4 + 4 + 1 + 1 + 29
+    assert exec_cycles(g, g23) == 30 + 29 + 1 + 31
+    assert exec_cycles(short, g23) == 3 * 1 + 2 + 1 + 31      # one group of 3 tiles of K = 2
+    assert exec_cycles(gemm(K=2, L0=4), g23) == 3 * 4 + 3 * 1 + 0 + 1 + 31   # a partial group of 1
+    assert exec_cycles(ws, g23) == 2 * 7 + 1 + 6 + 1 + 31     # IS/WS: no interleaving
+    assert exec_cycles(wsh, g23) == 2 * 4 + 4 + 1 + 1 + 31
     assert exec_cycles(load(src=0, dst=0, chunks=3), g23) == 4
+    # M = 2, S = 7: latency 28 + 1 + 28 + 6 + 4 = 67; a stationary period is at least S (ACC_L0
+    # tiles add to the same rows and the accumulation unit's read-modify-write takes S cycles)
+    g27 = Geometry.of(FettaConfig(mul_latency=2, add_latency=7))
+    assert exec_cycles(gemm(K=2, L0=3, mode=1), g27) == 2 * 7 + 1 + 1 + 1 + 67
+    assert exec_cycles(gemm(K=9, L0=3, mode=1), g27) == 2 * 9 + 1 + 8 + 1 + 67
 
 
 def test_vec_encoding_and_fields():

@@ -63,8 +63,10 @@ class FettaConfig:
     #: registers, the output register included; 1 .. 3, see :class:`hdl.fp.BF16Mul`)
     mul_latency: int = 1
     #: cycles from an FP32 adder's operands to its registered sum, the output register included
-    #: (1 .. 7, see :class:`hdl.fp.FP32Add`). Every adder of the PE and of the reduction network
-    #: has it; the PE's output-stationary accumulation interleaves ``add_latency`` output tiles.
+    #: (1 .. 7, see :class:`hdl.fp.FP32Add`). Every adder of the PE, of the reduction network and
+    #: of the accumulation unit has it (the vector unit's too, less its last register); the PE's
+    #: output-stationary accumulation interleaves ``add_latency`` output tiles, and the accumulation
+    #: unit's read-modify-write of one row takes ``add_latency`` cycles.
     #: The int16 datatype has the same timing (its adders are followed by delay registers).
     add_latency: int = 1
 

@@ -145,7 +145,7 @@ def stationary_issue_cycles(K: int, tiles: int, geo: Geometry, horizontal_loads:
     """:func:`issue_cycles` of a stationary GEMM (``WS`` / ``IS``; ``WS_H`` / ``IS_H`` with
     ``horizontal_loads``) of ``tiles`` tiles streaming ``K`` IA vectors each."""
     ld, delay = (geo.ce_cols, geo.ce_cols) if horizontal_loads else (geo.ce_rows, 1)
-    return delay + tiles * max(ld, K)
+    return delay + tiles * max(ld, K, geo.add_latency)
 
 
 def repeat_cycles(n: int, issue: int, execute: int) -> int:

@@ -505,7 +505,8 @@ class Geometry:
     vec_rows: int = 0
     #: cycles of the PE's multiplier (``FettaConfig.mul_latency``)
     mul_latency: int = 1
-    #: cycles of every FP32 adder of the PE and the reduction network (``FettaConfig.add_latency``)
+    #: cycles of every FP32 adder of the PE, the reduction network and the accumulation unit
+    #: (``FettaConfig.add_latency``)
     add_latency: int = 1
     #: unified rows per DMA beat (:func:`dma_beat_bits`; 0: the DMA engine cannot be built, DMA
     #: loads / stores are BAD_SHAPE)
@@ -835,7 +836,8 @@ def _check_vec(ins: Instr, geo: Geometry) -> ErrorCode:
 #: cycles every instruction spends in FETCH, DECODE and CHECK before it executes
 OVERHEAD = 3
 #: GEMM: memory read (1) + distribution network (1) + accumulation read/write (1) + FSM (1),
-#: on top of the CE's output latency and the reduction network's log2(ports) levels
+#: on top of the CE's output latency, the reduction network's log2(ports) levels and the
+#: accumulation adder's ``add_latency - 1`` inner registers (:func:`gemm_latency`)
 GEMM_TAIL = 4
 #: LOAD/STORE: pipeline latency after the last chunk is issued
 MOVE_TAIL = 1
@@ -875,13 +877,15 @@ def tile_period(ins: Instr, geo: Geometry) -> int:
     OS: ``q * max(K, ce_rows)`` with ``q`` = :func:`interleave`: the group's ``q * K`` vectors
     (vector ``k`` of its tiles in slot order, then ``k + 1``), then the double-buffered Psum
     registers drain one row of one tile per cycle (``q * ce_rows`` rows).
-    IS/WS (one tile per group): ``max(K, loads)``: a tile's ``loads`` IB loads go into the CEs'
-    shadow registers while the previous tile's ``K`` vectors stream (they start with its first
-    vector, :class:`hdl.sequencer.GemmIssue`); its vectors start ``delay`` cycles after its first
-    load (1 for vertical loads, ``ce_cols`` for horizontal ones).
+    IS/WS (one tile per group): ``max(K, loads, add_latency)``: a tile's ``loads`` IB loads go into
+    the CEs' shadow registers while the previous tile's ``K`` vectors stream (they start with its
+    first vector, :class:`hdl.sequencer.GemmIssue`); its vectors start ``delay`` cycles after its
+    first load (1 for vertical loads, ``ce_cols`` for horizontal ones). The tiles of ``ACC_L0`` add
+    to the same accumulation rows, one period apart, and the accumulation unit's read-modify-write
+    takes ``add_latency`` cycles (:class:`hdl.accum.AccumAdd`): the period is never shorter.
     """
     if stationary(ins.mode):
-        return max(loads(ins, geo), ins.K)
+        return max(loads(ins, geo), ins.K, geo.add_latency)
     return interleave(ins, geo) * max(ins.K, geo.ce_rows)
 
 
@@ -902,8 +906,9 @@ def ce_latency(geo: Geometry) -> int:
 
 def gemm_latency(geo: Geometry) -> int:
     """Cycles from issuing the last IA vector of the last tile to the end of the GEMM."""
-    # CE, then the reduction network's log2(ports) levels of add_latency cycles each
-    return ce_latency(geo) - 1 + (geo.ports.bit_length() - 1) * geo.add_latency + GEMM_TAIL
+    # CE, then the reduction network's log2(ports) levels of add_latency cycles each, then the
+    # accumulation unit's read-modify-write (its adder's add_latency - 1 inner registers)
+    return ce_latency(geo) - 1 + (geo.ports.bit_length() - 1) * geo.add_latency + geo.add_latency - 1 + GEMM_TAIL
 
 
 def exec_cycles(ins: Instr, geo: Geometry) -> int:
@@ -955,7 +960,7 @@ def stationary_gemm_cycles(K: int, tiles: int, geo: Geometry, horizontal_loads: 
     alone (:func:`tile_period`, :func:`last_issue`)."""
     ld = geo.ce_cols if horizontal_loads else geo.ce_rows
     delay = geo.ce_cols if horizontal_loads else 1
-    return (tiles - 1) * max(ld, K) + delay + K - 1 + 1 + gemm_latency(geo)
+    return (tiles - 1) * max(ld, K, geo.add_latency) + delay + K - 1 + 1 + gemm_latency(geo)
 
 
 __all__ += ["START_CYCLES", "os_gemm_cycles", "stationary_gemm_cycles", "DRAM_RATE_DEN", "dram_rate"]
