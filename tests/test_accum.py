@@ -48,7 +48,7 @@ def simulate(dut: AccumAdd, old: list[int], psum: list[int], acc) -> list[int]:
 @pytest.mark.parametrize("add_latency", [1, 3, 7])
 def test_fp32_rows(add_latency):
     cfg = FettaConfig(add_latency=add_latency)
-    L, n = cfg.lanes, 1_500
+    L, n = cfg.lanes, 600
     rng = np.random.default_rng(70 + add_latency)
     a, b = f32_pairs(rng, n * L)
     a, b = a[:n * L], b[:n * L]
