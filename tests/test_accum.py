@@ -10,39 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from gen.design.config import FettaConfig
 from hdl.accum import AccumAdd
-from tests.test_fp import F32_SPECIAL, f32_pairs, ref_add
+from tests.test_fp import F32_SPECIAL, f32_pairs, ref_add, simulate
 
 
 def _rows(lanes: int, width: int, values: np.ndarray) -> list[int]:
     """Pack ``values`` ``[n, lanes]`` into rows of ``lanes * width`` bits."""
     return [sum(int(v) << (width * x) for x, v in enumerate(row)) for row in values]
-
-
-def simulate(dut: AccumAdd, old: list[int], psum: list[int], acc) -> list[int]:
-    """One row per cycle, back to back; row ``i``'s ``o`` read ``dut.latency`` cycles later."""
-    out: list[int] = []
-    lat, n = dut.latency, len(old)
-
-    async def tb(ctx):
-        for t in range(n + lat):
-            ctx.set(dut.old, old[t] if t < n else 0)
-            ctx.set(dut.psum, psum[t] if t < n else 0)
-            ctx.set(dut.acc, int(acc[t]) if t < n else 0)
-            if t >= lat:
-                out.append(ctx.get(dut.o))
-            if lat:
-                await ctx.tick()
-
-    sim = Simulator(dut)
-    if lat:                      # a combinational unit (add_latency 1) has no clock domain
-        sim.add_clock(1e-9)
-    sim.add_testbench(tb)
-    sim.run()
-    return out
 
 
 @pytest.mark.parametrize("add_latency", [1, 3, 7])
@@ -59,7 +35,7 @@ def test_fp32_rows(add_latency):
     want = np.where(acc[:, None] == 1, ref_add(old, psum).reshape(-1, L), psum)
     dut = AccumAdd(cfg)
     assert dut.latency == add_latency - 1
-    got = simulate(dut, _rows(L, 32, old), _rows(L, 32, psum), acc)
+    got = simulate(dut, {"old": _rows(L, 32, old), "psum": _rows(L, 32, psum), "acc": acc}).tolist()
     bad = [i for i, (g, w) in enumerate(zip(got, _rows(L, 32, want))) if g != w]
     assert not bad, (len(bad), [hex(int(x)) for x in (*old[bad[0]], *psum[bad[0]])], acc[bad[0]])
 
@@ -72,4 +48,5 @@ def test_int_rows_wrap():
     psum = rng.integers(0, 1 << W, (n, L), dtype=np.uint64)
     acc = rng.integers(0, 2, n)
     want = np.where(acc[:, None] == 1, (old + psum) & np.uint64((1 << W) - 1), psum)
-    assert simulate(AccumAdd(cfg), _rows(L, W, old), _rows(L, W, psum), acc) == _rows(L, W, want)
+    got = simulate(AccumAdd(cfg), {"old": _rows(L, W, old), "psum": _rows(L, W, psum), "acc": acc})
+    assert got.tolist() == _rows(L, W, want)
