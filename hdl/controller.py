@@ -118,7 +118,6 @@ class Decoder(wiring.Component):
         self._cfg = config
         self._geo = Geometry.of(config)
         E = config.num_ces
-        self._ce_index = unsigned(max(1, (E - 1).bit_length()))
         off = offset_bits(config)
         steps = tile_step_shape(config)
         members = {"word": In(INSTR_BITS), "fetch": In(1), "load": In(1), "pc_overflow": In(1),
@@ -209,22 +208,35 @@ class Decoder(wiring.Component):
 
         CE ``c = (im * gn + in) * gk + ik`` reads ``im * x_sm + in * x_sn + ik * x_sr`` past
         the temporal address of operand ``x``; group ``g = im * gn + in`` writes
-        ``im * o_sm + in * o_sn`` past the temporal output row."""
+        ``im * o_sm + in * o_sn`` past the temporal output row. No multiplier: bit ``i`` of the
+        constant ``c`` belongs to ``ik``, ``in`` or ``im`` by the grid alone, so the offset is the
+        sum of one shifted stride per set bit (:meth:`_bit_terms`), and CE ``c``'s offset is that of
+        ``c`` without its top bit plus one term: one adder per CE and operand."""
         E = self._cfg.num_ces
-        lgn, lgk, gn, gk = f["log_gn"], f["log_gk"], grid["r_gn"], grid["r_gk"]
+        lgn, lgk = f["log_gn"], f["log_gk"]
         out = {"a_off": [Signal.like(self.a_off[c], name=f"r_a_off{c}") for c in range(E)],
                "b_off": [Signal.like(self.b_off[c], name=f"r_b_off{c}") for c in range(E)],
                "o_off": [Signal.like(self.o_off[c], name=f"r_o_off{c}") for c in range(E)],
                "active": Signal(E, name="r_active"), "group_active": Signal(E, name="r_group_active")}
+        terms = {op: self._bit_terms(m, f"{op}_t", lgk, lgn, f[f"{op}_sr"], f[f"{op}_sn"], f[f"{op}_sm"])
+                 for op in ("a", "b")}
+        terms["o"] = self._bit_terms(m, "o_t", Const(0, lgk.shape()), lgn, Const(0, 1), f["o_sn"], f["o_sm"])
         for c in range(E):
-            im, in_, ik, gim, gin = (Signal(self._ce_index, name=f"{x}{c}") for x in ("im", "in", "ik", "gim", "gin"))
-            cc = Const(c, self._ce_index)
-            m.d.comb += [im.eq(cc >> (lgn + lgk)), in_.eq((cc >> lgk) & (gn - 1)), ik.eq(cc & (gk - 1)),
-                         out["active"][c].eq(cc < grid["r_ces"])]
-            for op in ("a", "b"):
-                m.d.comb += out[f"{op}_off"][c].eq(im * f[f"{op}_sm"] + in_ * f[f"{op}_sn"] + ik * f[f"{op}_sr"])
-            m.d.comb += [gim.eq(cc >> lgn), gin.eq(cc & (gn - 1)), out["group_active"][c].eq(cc < grid["r_groups"])]
-            m.d.comb += out["o_off"][c].eq(gim * f["o_sm"] + gin * f["o_sn"])
+            m.d.comb += [out["active"][c].eq(c < grid["r_ces"]), out["group_active"][c].eq(c < grid["r_groups"])]
+            top = c.bit_length() - 1
+            for op in ("a", "b", "o"):
+                m.d.comb += out[f"{op}_off"][c].eq(out[f"{op}_off"][c - (1 << top)] + terms[op][top] if c else 0)
+        return out
+
+    def _bit_terms(self, m, name: str, lgk, lgn, sr, sn, sm) -> list[Signal]:
+        """Term ``i`` of the offsets: what bit ``i`` of a CE index adds, ``sr << i`` in the
+        ``ik`` bits (``i < log_gk``), ``sn << (i - log_gk)`` in the ``in`` bits, else
+        ``sm << (i - log_gk - log_gn)``."""
+        out = []
+        for i in range(max(1, (self._cfg.num_ces - 1).bit_length())):
+            t = Signal(offset_bits(self._cfg), name=f"{name}{i}")
+            m.d.comb += t.eq(Mux(lgk > i, sr << i, Mux(lgk + lgn > i, (sn << i) >> lgk, (sm << i) >> (lgk + lgn))))
+            out.append(t)
         return out
 
     def _dataflow(self, m, f, prefix: str, names=("stationary", "horizontal", "ce_mode", "loads", "vec_delay",
@@ -254,8 +266,9 @@ class Decoder(wiring.Component):
     def _dist_ok(self, m, f, op: str, offs, active) -> Value:
         """The distribution network of operand ``op`` (``"a"`` or ``"b"``) delivers to every active
         CE the bank its address names, for every bank index the temporal address can take
-        (:func:`gen.design.isa._dist_ok`): the sources traced through the butterfly. ``offs``: the
-        operand's per-CE offsets, ``active``: the CEs taking part."""
+        (:func:`gen.design.isa._dist_ok`): every switch on the CEs' paths set as the path needs
+        (``num_ces * (net_ports - 1)`` one-bit checks at most). ``offs``: the operand's per-CE
+        offsets, ``active``: the CEs taking part."""
         E, N = self._cfg.num_ces, self._cfg.net_ports
         n = N.bit_length() - 1
         omask = Signal(n, name=f"{op}_omask")
@@ -272,19 +285,20 @@ class Decoder(wiring.Component):
         tb = f[f"{op}_base"] | f[f"{op}_sk"] | f[f"{op}_sl0"] | f[f"{op}_sl1"]
         bad = [(tb[:n] & low) != 0]
         sel = f[f"{op}_sel"]
-        for b in range(N):
-            # only bank indices that are multiples of low + 1 occur
-            relevant = Signal(name=f"{op}_rel{b}")
-            m.d.comb += relevant.eq((Const(b, n) & low) == 0)
-            for c in range(E):
-                node = Const(c, n)
-                for s_ in reversed(range(n)):
-                    k = n - 1 - s_
-                    ctl = sel[s_ * N:(s_ + 1) * N].bit_select(node, 1) ^ ((b >> k) & 1)
-                    node = node ^ (ctl << k)
-                src = Signal(n, name=f"{op}_src{b}_{c}")
-                m.d.comb += src.eq(node)
-                bad.append(relevant & active[c] & (src != (offs[c][:n] ^ b)))
+        # CE c's path from bank b: level n-1-k sets bit k of the source, at the switch whose index
+        # has c's bits from k up and the source's bits below k. With every lower level right,
+        # those are (off_c ^ b)'s; over the bank indices b that occur (low bits 0) they are
+        # off_c's bits in low and any bits outside it. So the route holds iff every such switch
+        # j flips bit k by c_k ^ off_c[k]: 2**k CEs per switch (c >> k == j >> k), no tracing.
+        for k in range(n):
+            level = sel[(n - 1 - k) * N:(n - k) * N]
+            for j in range(N):
+                for c in range(E):
+                    if c >> k != j >> k:
+                        continue
+                    off = offs[c][:n]
+                    hit = ((off ^ j) & low)[:k] == 0 if k else Const(1)
+                    bad.append(active[c] & hit & (level[j] != (off[k] ^ ((c >> k) & 1))))
         return ~Cat(*bad).any()
 
     def _red_ok(self, m, f, active, group_active) -> Value:

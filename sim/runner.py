@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -75,17 +76,26 @@ def source_closure(module: str, root: Path = ROOT) -> list[Path]:
         if path is None or mod in seen:
             continue
         seen[mod] = path
-        tree = ast.parse(path.read_bytes())
-        for n in ast.walk(tree):
-            names = ([a.name for a in n.names] if isinstance(n, ast.Import) else
-                     [n.module, *(f"{n.module}.{a.name}" for a in n.names)] if isinstance(n, ast.ImportFrom) and n.module
-                     else [])
-            for name in names:
-                parts = name.split(".")
-                if parts[0] in PROJECT_PACKAGES:
-                    # a package's __init__ runs before any of its sub-modules
-                    todo += [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        stat = path.stat()
+        todo += _project_imports(path, stat.st_mtime_ns, stat.st_size)
     return sorted(set(seen.values()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _project_imports(path: Path, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """The project modules the file ``path`` imports, each package before its sub-modules (a
+    package's ``__init__`` runs first); memoized on the file's modification time and size, so an
+    edited file is parsed again (every RTL run asks for the same closure)."""
+    out = []
+    for n in ast.walk(ast.parse(path.read_bytes())):
+        names = ([a.name for a in n.names] if isinstance(n, ast.Import) else
+                 [n.module, *(f"{n.module}.{a.name}" for a in n.names)] if isinstance(n, ast.ImportFrom) and n.module
+                 else [])
+        for name in names:
+            parts = name.split(".")
+            if parts[0] in PROJECT_PACKAGES:
+                out += [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return tuple(out)
 
 
 def _module_path(mod: str, root: Path) -> Path | None:

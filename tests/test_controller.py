@@ -4,6 +4,9 @@ error code for random instructions, biased towards the boundaries of every check
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,8 +41,10 @@ def instrs(draw):
     return Instr(**kw)
 
 
-def decode_rtl(words):
-    dut = Decoder(CFG)
+def decode_rtl(words, config=CFG, offsets=False):
+    """The decoder's error code of each word (``offsets``: with its registered ``a_off`` /
+    ``b_off`` / ``o_off`` of every CE, as ``(error, {op: [offset per CE]})``)."""
+    dut = Decoder(config)
     out = []
 
     async def tb(ctx):
@@ -56,7 +61,11 @@ def decode_rtl(words):
             await ctx.tick()
             ctx.set(dut.load, 0)
             ctx.set(dut.word, words[(k + 2) % len(words)])
-            out.append(ctx.get(dut.error))
+            err = ctx.get(dut.error)
+            if offsets:
+                err = (err, {op: [ctx.get(getattr(dut, f"{op}_off")[c]) for c in range(config.num_ces)]
+                             for op in "abo"})
+            out.append(err)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -113,3 +122,82 @@ def test_every_code_reachable():
                                    ports=GEO.ports)}
     got = decode_rtl([i.encode() for i in cases.values()])
     assert got == [int(c) for c in cases]
+
+
+@st.composite
+def routed_gemms(draw, ports: int):
+    """GEMMs on ``ports`` CEs whose IA / IB offsets the butterflies may or may not route: the
+    words :func:`gen.design.isa.with_routes` computes, one of their switches flipped, or random
+    words; strides small, so that routing (not range) decides, and temporal strides with or
+    without the low bank bits the spatial offsets use."""
+    from gen.design.isa import gemm
+
+    n = ports.bit_length() - 1
+    logs = [draw(st.integers(0, n))]
+    logs.append(draw(st.integers(0, n - logs[0])))
+    logs.append(draw(st.integers(0, n - sum(logs))))
+    grid = tuple(1 << g for g in draw(st.permutations(logs)))
+    st_small = st.sampled_from([0, 1, 1, 2, 3, 4, 5, 8])
+    ops = {op: [draw(st.sampled_from([0, 16, 32, 64])), draw(st.sampled_from([16, 32, 1, 2])), 0, 0,
+                draw(st_small), draw(st_small), draw(st_small)] for op in "ab"}
+    ins = gemm(K=2, grid=grid, a=ops["a"], b=ops["b"], o=(256, 16, 0, 0, 1, 1), ports=ports)
+    for op in "ab":
+        how = draw(st.sampled_from(["keep", "keep", "flip", "random"]))
+        word = getattr(ins, f"{op}_sel")
+        if how == "flip":
+            word ^= 1 << draw(st.integers(0, n * ports - 1))
+        elif how == "random":
+            word = draw(st.integers(0, (1 << n * ports) - 1))
+        ins = replace(ins, **{f"{op}_sel": word})
+    return ins
+
+
+def flip_path_switch(ins: Instr, ports: int, c: int, k: int, b: int) -> Instr:
+    """``ins`` with a switch on CE ``c``'s IA path flipped, so that it cannot route: the one of
+    level ``n - 1 - k`` (it sets bit ``k`` of the source) that the path from bank index
+    ``b``-th multiple of ``2**p`` (the bank indices the temporal address can take) crosses."""
+    from gen.design.isa import ce_offsets
+
+    n = ports.bit_length() - 1
+    offs = [o % ports for o in ce_offsets(ins, "a")]
+    step = 1 << max(offs).bit_length() if any(offs) else 1
+    bank = (b * step) % ports
+    switch = (c >> k << k) | ((offs[c] ^ bank) & ((1 << k) - 1))
+    return replace(ins, a_sel=ins.a_sel ^ (1 << (n - 1 - k) * ports + switch))
+
+
+@pytest.mark.parametrize("ports", [8, 16])
+@settings(max_examples=2, database=None)
+@given(data=st.data())
+def test_decoder_offsets_and_routes_full_size(ports, data):
+    """At 8 and 16 CEs: every CE's spatial offsets equal :func:`gen.design.isa.ce_offsets` and the
+    error code :func:`gen.design.isa.check` (routing decides most: kept, flipped and random
+    switch words); every instruction that routes comes again with a switch on an active CE's path
+    (any level, any bank index) flipped, and a full grid whose IA offsets permute the banks comes in both forms."""
+    from gen.design.isa import ce_offsets, gemm, group_offsets
+
+    config = FettaConfig(num_ces=ports, net_ports=ports, banks=ports, unified_kb=64, accum_kb=16, imem_depth=16)
+    geo = Geometry.of(config)
+    full = gemm(K=2, grid=(1, 1, ports), a=(0, 16, 0, 0, 0, 0, 3), b=(64, 16), o=(256, 1), ports=ports)
+    batch = [full, flip_path_switch(full, ports, ports - 1, 0, 0)]
+    batch += data.draw(st.lists(routed_gemms(ports), min_size=32, max_size=32))
+    n = ports.bit_length() - 1
+    batch += [flip_path_switch(i, ports, data.draw(st.integers(0, i.gm * i.gn * i.gk - 1)),
+                               data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, ports - 1)))
+              for i in batch[2:] if check(i, geo) == ErrorCode.NONE]
+    assert all(want == ErrorCode.ROUTE for want in map(check, batch[34:], [geo] * len(batch)))
+    got = decode_rtl([i.encode() for i in batch], config, offsets=True)
+    want = [int(check(i, geo)) for i in batch]
+    assert [e for e, _ in got] == want
+    assert want[:2] == [ErrorCode.NONE, ErrorCode.ROUTE]
+    for ins, (_, offs) in zip(batch, got):
+        ces = ins.gm * ins.gn * ins.gk
+        assert offs["a"][:ces] == list(ce_offsets(ins, "a")) and offs["b"][:ces] == list(ce_offsets(ins, "b"))
+        assert offs["o"][:ins.gm * ins.gn] == list(group_offsets(ins))
+        # the idle CEs too: c split into (im, in, ik) by the grid's bits, im unbounded
+        lgn, lgk = ins.log_gn, ins.log_gk
+        for op in "ab":
+            sm, sn, sr = (getattr(ins, f"{op}_s{lv}") for lv in "mnr")
+            assert offs[op] == [(c >> lgn + lgk) * sm + ((c >> lgk) % ins.gn) * sn + (c % ins.gk) * sr
+                                for c in range(ports)]
+        assert offs["o"] == [(c >> lgn) * ins.o_sm + (c % ins.gn) * ins.o_sn for c in range(ports)]

@@ -103,12 +103,13 @@ class _Tables:
         bit = {m: i for i, m in enumerate(names)}
         self.mode_size = np.array([float(net.sizes[m]) for m in names] + [1.0] * (64 - len(names)))
         # products of mode sizes for each byte of a mask
+        # (highest mode first, as a product built by adding the lowest bit last would be)
+        byte = np.arange(256)
         self._tables = []
         for j in range(8):
             t = np.ones(256)
-            for v in range(1, 256):
-                low = v & -v
-                t[v] = t[v ^ low] * self.mode_size[8 * j + low.bit_length() - 1]
+            for b in reversed(range(8)):
+                t = np.where(byte >> b & 1, t * self.mode_size[8 * j + b], t)
             self._tables.append(t)
         in_masks = [sum(1 << bit[m] for m in set(op.modes) if m in bit) for op in net.inputs]
         out_mask = sum(1 << bit[m] for m in net.output if m in bit)
