@@ -1,20 +1,20 @@
 """Controller decode stage: instruction fields, per-CE address offsets and the static checks.
 
-:class:`Decoder` is a three-stage pipeline over the controller's FETCH, DECODE and CHECK cycles. The top
+:class:`Decoder` is a two-stage pipeline over the controller's FETCH and DECODE cycles, read in CHECK. The top
 reads the instruction memory two cycles ahead (the address is the next ``pc`` while the previous
 instruction runs) through the memory's output register, so the word is a register in FETCH. Stage 1a
 (FETCH) works on that word: it splits it (layout :data:`gen.design.isa.LAYOUT`), computes the spatial
 address offset of every CE (IA, IB) and of every reduction group (output), and every product of a loop
 bound and a stride that the range checks add up, and registers them with the word (``f_word``,
 ``f_t_<term>``, ``f_<offset>``). Stage 1b (DECODE) works on those registers: the dataflow outputs, the
-largest row each access range reaches (the sums of the products) and a GEMM's bank-conflict and routing
-checks (they need only the fields and the offsets), registered with the word. Stage 2 (CHECK) computes
-the error code of :func:`gen.design.isa.check`, in the same order of precedence, from those registers:
-the range comparisons and the priority chain, which decide in the same cycle whether the FSM starts the
-instruction. During
+largest row each access range reaches (the sums of the products), a GEMM's bank-conflict and routing
+checks (they need only the fields and the offsets) and from them the error code of
+:func:`gen.design.isa.check`, in the same order of precedence (the range comparisons and the priority
+chain), registered with the word. In CHECK every output is a register: the FSM decides from the
+registered error code whether it starts the instruction, with no decoder logic in front. During
 execution every output is a register, so the address generators start from registers (no decoder logic on
 the address path), no stage has the memory's output or a multiplier in front of an adder tree, and the
-three stages cost no cycle.
+stages cost no cycle.
 
 Because every address is ``base + temporal + spatial`` with unsigned strides, these checks made once
 per instruction are exact: an instruction that passes never leaves its range
@@ -33,7 +33,7 @@ bound) only matter after the ``BAD_SHAPE`` check that such a bound fails first.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -70,7 +70,7 @@ def _exact(m: Module, name: str, expr) -> Signal:
 
 
 class Decoder(wiring.Component):
-    """Three-stage instruction decoder and checker (module docstring).
+    """Two-stage instruction decoder and checker (module docstring).
 
     Parameters
     ----------
@@ -86,7 +86,7 @@ class Decoder(wiring.Component):
         Register the fetched word and everything stage 1b computes from stage 1a's registers (the
         top's DECODE state, the cycle after ``fetch``).
     pc_overflow : In(1)
-        The program counter ran past the instruction memory (a register of the top).
+        The program counter ran past the instruction memory (a register of the top, read with ``load``).
     f_<name> : Out(bits)
         One output per field of :data:`gen.design.isa.LAYOUT`, of the registered word.
     a_off, b_off : Out(offset bits).array(num_ces)
@@ -102,16 +102,18 @@ class Decoder(wiring.Component):
         (:func:`gen.design.isa.loads`, :func:`gen.design.isa.vec_delay`).
     out_rows : Out(BOUND_BITS)
         Result rows a CE emits per tile (:func:`gen.design.isa.out_rows`).
+    os_span : Out(signed)
+        ``add_latency * (K - 1)``, what the OS guard of the GEMM issue is compared with
+        (:class:`hdl.sequencer.GemmIssue` ``guard``; negative for ``K = 0``).
     a_max, b_max, wb_max : Out(ADDR_BITS)
         A GEMM's last unified row read for IA / IB and written back (:func:`gen.design.isa.read_max`,
         ``w_base`` + :func:`gen.design.isa.out_max`); exact for an instruction that passes its checks.
     error : Out(ErrorCode)
-        :func:`gen.design.isa.check` of the word.
+        :func:`gen.design.isa.check` of the word (``PC_OVERFLOW`` first, from ``pc_overflow`` in the
+        ``load`` cycle).
 
-    Latency: every output except ``error`` is a register loaded with ``load`` from the word of the
-    last ``fetch`` (valid from the cycle after ``load``, held until the next ``load``); ``error`` is
-    combinational on those registers and ``pc_overflow`` (valid in the cycle after ``load``: the
-    top's CHECK).
+    Latency: every output is a register loaded with ``load`` from the word of the last ``fetch``
+    (valid from the cycle after ``load``, the top's CHECK, held until the next ``load``).
     """
 
     def __init__(self, config: FettaConfig):
@@ -126,7 +128,8 @@ class Decoder(wiring.Component):
                    "o_off": Out(off).array(E), "active": Out(E), "group_active": Out(E),
                    "stationary": Out(1), "horizontal": Out(1), "ce_mode": Out(CEMode),
                    "loads": Out(steps), "vec_delay": Out(steps), "out_rows": Out(BOUND_BITS),
-                   "a_max": Out(ADDR_BITS), "b_max": Out(ADDR_BITS), "wb_max": Out(ADDR_BITS)}
+                   "a_max": Out(ADDR_BITS), "b_max": Out(ADDR_BITS), "wb_max": Out(ADDR_BITS),
+                   "os_span": Out(signed(LAYOUT["K"][1] + config.add_latency.bit_length() + 1))}
         for name, (_, bits) in LAYOUT.items():
             members[f"f_{name}"] = Out(bits)
         super().__init__(members)
@@ -147,18 +150,18 @@ class Decoder(wiring.Component):
         # stage 1b (DECODE): on the fetched word and stage 1a's registers, registered with the word
         fw = fetched["word"]
         w = {name: fw[pos:pos + bits] for name, (pos, bits) in LAYOUT.items()}
-        grid_d = self._grid(m, w, "d_")
+        grid_d = self._grid(m, w, "d_", ("gk", "ces", "groups"))
         flow_d = self._dataflow(m, w, "d_")
         offs_d = {k: fetched[k] for k in ("a_off", "b_off", "o_off", "active", "group_active")}
         max_d = _maxima(m, self._cfg, self._geo, w, {k: v for k, v in fetched.items() if k.startswith("t_")})
         static_d = self._gemm_static(m, w, flow_d, offs_d)
-        grid, maxima, static = {}, {}, {}
-        loads = [ins.eq(fw)]
-        for src, dst in ((grid_d, grid), (max_d, maxima), (static_d, static)):
-            for name, sig in src.items():
-                key = name.removeprefix("d_")
-                dst[key] = Signal.like(sig, name=key)
-                loads.append(dst[key].eq(sig))
+        # ... and the error code (:func:`gen.design.isa.check`), from the fields, the sums and the
+        # checks of this cycle: CHECK sees it as a register
+        bare = {k.removeprefix("d_"): v for src in (grid_d, max_d, static_d) for k, v in src.items()}
+        error = self._error(m, w, bare)
+        maxima = {name: Signal.like(max_d[f"d_{name}"], name=name) for name in ("a_max", "b_max", "o_wb_max")}
+        loads = [ins.eq(fw), self.error.eq(error), self.os_span.eq((w["K"] - 1) * self._cfg.add_latency),
+                 *(sig.eq(max_d[f"d_{name}"]) for name, sig in maxima.items())]
         for name, sig in {**flow_d, **offs_d}.items():
             out = getattr(self, name)
             if isinstance(sig, list):
@@ -169,38 +172,44 @@ class Decoder(wiring.Component):
             m.d.sync += loads
         m.d.comb += [self.a_max.eq(maxima["a_max"]), self.b_max.eq(maxima["b_max"]),
                      self.wb_max.eq(maxima["o_wb_max"])]
-        # stage 2 (CHECK): on the registers
-        codes = {Opcode.GEMM: self._gemm_checks(m, f, grid, maxima, static), Opcode.VEC: self._vec_checks(m, f, maxima),
-                 Opcode.LOAD: self._move_checks(m, f, maxima), Opcode.DMA: self._dma_checks(m, f, maxima)}
-        op = f["opcode"]
-        with m.If(self.pc_overflow):
-            m.d.comb += self.error.eq(ErrorCode.PC_OVERFLOW)
-        with m.Elif(op > max(Opcode)):
-            m.d.comb += self.error.eq(ErrorCode.ILLEGAL_OPCODE)
-        with m.Elif(op == Opcode.GEMM):
-            m.d.comb += self.error.eq(codes[Opcode.GEMM])
-        with m.Elif(op == Opcode.VEC):
-            m.d.comb += self.error.eq(codes[Opcode.VEC])
-        with m.Elif((op == Opcode.LOAD) | (op == Opcode.STORE)):
-            m.d.comb += self.error.eq(codes[Opcode.LOAD])
-        with m.Elif(op == Opcode.DMA):
-            m.d.comb += self.error.eq(codes[Opcode.DMA])
         return m
 
-    def _grid(self, m, f, prefix: str) -> dict[str, Signal]:
-        """The CE grid of the fields ``log_gm``, ``log_gn``, ``log_gk``: its sides ``gm``, ``gn``,
-        ``gk``, the number of CEs ``ces`` and of reduction groups ``groups`` (combinational;
-        keys and signal names start with ``prefix``)."""
+    def _error(self, m, f, d) -> Signal:
+        """Stage 1b's error code, combinational on the fetched fields ``f`` and stage 1b's grid,
+        maxima and static checks ``d`` (keys without ``d_``): the checks of every opcode and their
+        priority, as :func:`gen.design.isa.check` orders them."""
+        codes = {Opcode.GEMM: self._gemm_checks(m, f, d, d, d), Opcode.VEC: self._vec_checks(m, f, d),
+                 Opcode.LOAD: self._move_checks(m, f, d), Opcode.DMA: self._dma_checks(m, f, d)}
+        op = f["opcode"]
+        err = Signal(ErrorCode, name="d_error")
+        with m.If(self.pc_overflow):
+            m.d.comb += err.eq(ErrorCode.PC_OVERFLOW)
+        with m.Elif(op > max(Opcode)):
+            m.d.comb += err.eq(ErrorCode.ILLEGAL_OPCODE)
+        with m.Elif(op == Opcode.GEMM):
+            m.d.comb += err.eq(codes[Opcode.GEMM])
+        with m.Elif(op == Opcode.VEC):
+            m.d.comb += err.eq(codes[Opcode.VEC])
+        with m.Elif((op == Opcode.LOAD) | (op == Opcode.STORE)):
+            m.d.comb += err.eq(codes[Opcode.LOAD])
+        with m.Elif(op == Opcode.DMA):
+            m.d.comb += err.eq(codes[Opcode.DMA])
+        return err
+
+    def _grid(self, m, f, prefix: str, names=("gm", "gn", "gk", "ces", "groups")) -> dict[str, Signal]:
+        """Of the CE grid of the fields ``log_gm``, ``log_gn``, ``log_gk`` (its sides ``gm``, ``gn``,
+        ``gk``, the number of CEs ``ces`` and of reduction groups ``groups``), those in ``names``
+        (combinational; keys and signal names start with ``prefix``)."""
         side = range((1 << MAX_LOG_GRID) + 1)
         count = range((1 << 3 * MAX_LOG_GRID) + 1)
-        out = {name: Signal(side, name=prefix + name) for name in ("gm", "gn", "gk")}
-        for name in ("gm", "gn", "gk"):
-            m.d.comb += out[name].eq(Const(1) << f[f"log_{name}"])
-        out["ces"] = Signal(count, name=prefix + "ces")
-        out["groups"] = Signal(count, name=prefix + "groups")
-        m.d.comb += [out["ces"].eq(Const(1) << (f["log_gm"] + f["log_gn"] + f["log_gk"])),
-                     out["groups"].eq(Const(1) << (f["log_gm"] + f["log_gn"]))]
-        return {prefix + k: v for k, v in out.items()}
+        logs = {"gm": f["log_gm"], "gn": f["log_gn"], "gk": f["log_gk"],
+                "ces": f["log_gm"] + f["log_gn"] + f["log_gk"], "groups": f["log_gm"] + f["log_gn"]}
+        out = {}
+        for name in names:
+            out[prefix + name] = Signal(side if name.startswith("g") and name != "groups" else count,
+                                        name=prefix + name)
+            m.d.comb += out[prefix + name].eq(Const(1) << logs[name])
+        return out
 
     def _offsets(self, m, f, grid) -> dict:
         """Stage 1a: ``a_off``, ``b_off``, ``o_off`` (lists), ``active`` and ``group_active``
@@ -210,7 +219,7 @@ class Decoder(wiring.Component):
         the temporal address of operand ``x``; group ``g = im * gn + in`` writes
         ``im * o_sm + in * o_sn`` past the temporal output row. No multiplier: bit ``i`` of the
         constant ``c`` belongs to ``ik``, ``in`` or ``im`` by the grid alone, so the offset is the
-        sum of one shifted stride per set bit (:meth:`_bit_terms`), and CE ``c``'s offset is that of
+        sum of one shifted stride per set bit (:func:`_bit_terms`), and CE ``c``'s offset is that of
         ``c`` without its top bit plus one term: one adder per CE and operand."""
         E = self._cfg.num_ces
         lgn, lgk = f["log_gn"], f["log_gk"]
@@ -218,25 +227,14 @@ class Decoder(wiring.Component):
                "b_off": [Signal.like(self.b_off[c], name=f"r_b_off{c}") for c in range(E)],
                "o_off": [Signal.like(self.o_off[c], name=f"r_o_off{c}") for c in range(E)],
                "active": Signal(E, name="r_active"), "group_active": Signal(E, name="r_group_active")}
-        terms = {op: self._bit_terms(m, f"{op}_t", lgk, lgn, f[f"{op}_sr"], f[f"{op}_sn"], f[f"{op}_sm"])
+        terms = {op: _bit_terms(m, self._cfg, f"{op}_t", lgk, lgn, f[f"{op}_sr"], f[f"{op}_sn"], f[f"{op}_sm"])
                  for op in ("a", "b")}
-        terms["o"] = self._bit_terms(m, "o_t", Const(0, lgk.shape()), lgn, Const(0, 1), f["o_sn"], f["o_sm"])
+        terms["o"] = _bit_terms(m, self._cfg, "o_t", Const(0, lgk.shape()), lgn, Const(0, 1), f["o_sn"], f["o_sm"])
         for c in range(E):
             m.d.comb += [out["active"][c].eq(c < grid["r_ces"]), out["group_active"][c].eq(c < grid["r_groups"])]
             top = c.bit_length() - 1
             for op in ("a", "b", "o"):
                 m.d.comb += out[f"{op}_off"][c].eq(out[f"{op}_off"][c - (1 << top)] + terms[op][top] if c else 0)
-        return out
-
-    def _bit_terms(self, m, name: str, lgk, lgn, sr, sn, sm) -> list[Signal]:
-        """Term ``i`` of the offsets: what bit ``i`` of a CE index adds, ``sr << i`` in the
-        ``ik`` bits (``i < log_gk``), ``sn << (i - log_gk)`` in the ``in`` bits, else
-        ``sm << (i - log_gk - log_gn)``."""
-        out = []
-        for i in range(max(1, (self._cfg.num_ces - 1).bit_length())):
-            t = Signal(offset_bits(self._cfg), name=f"{name}{i}")
-            m.d.comb += t.eq(Mux(lgk > i, sr << i, Mux(lgk + lgn > i, (sn << i) >> lgk, (sm << i) >> (lgk + lgn))))
-            out.append(t)
         return out
 
     def _dataflow(self, m, f, prefix: str, names=("stationary", "horizontal", "ce_mode", "loads", "vec_delay",
@@ -336,24 +334,12 @@ class Decoder(wiring.Component):
                 bad.append((f["log_gk"] == lg) & group_active[g] & (cur[g * size] != want))
         return ~Cat(*bad).any()
 
-    def _conflict(self, offs, act, writes: bool) -> Value:
-        """Two active ports need one bank in one cycle: different rows of it, or (``writes``) any."""
-        E, lb = self._cfg.num_ces, self._cfg.banks.bit_length() - 1
-        bits = []
-        for c in range(E):
-            for d in range(c + 1, E):
-                same_bank = offs[c][:lb] == offs[d][:lb] if lb else Const(1)
-                clash = same_bank if writes else (same_bank & (offs[c] != offs[d]))
-                bits.append(act[c] & act[d] & clash)
-        return Cat(*bits).any() if bits else Const(0)
-
     def _gemm_static(self, m, f, flow, offs) -> dict[str, Value]:
         """Stage 1b: the GEMM checks that need no maxima, on the fetched fields ``f``, the dataflow
         ``flow`` of :meth:`_dataflow` and stage 1a's registers ``offs`` (offsets, ``active``,
         ``group_active``): ``conflict`` (two active ports need one bank in one cycle; output rows
         that do not advance) and ``route_good`` (the networks route every active CE and operand
-        blocks of a transposed operand are lane-aligned). Registered for stage 2, so the routing
-        traces and the pairwise bank compares are off the CHECK cycle's path into the FSM."""
+        blocks of a transposed operand are lane-aligned), for :meth:`_error` in the same cycle."""
         E, L = self._cfg.num_ces, self._cfg.lanes
         tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
         active, group_active = offs["active"], offs["group_active"]
@@ -367,15 +353,14 @@ class Decoder(wiring.Component):
             for c, off in enumerate(offs[f"{op}_off"]):
                 lb = L.bit_length() - 1
                 m.d.comb += blocks[op][c].eq(Mux(tr[op], off >> lb << lb, off))
-        conflict = (self._conflict(blocks["a"], active, False) | self._conflict(blocks["b"], active, False)
-                    | self._conflict(offs["o_off"], group_active, True)
+        conflict = (_conflict(self._cfg, blocks["a"], active, False) | _conflict(self._cfg, blocks["b"], active, False)
+                    | _conflict(self._cfg, offs["o_off"], group_active, True)
                     | ((flow["out_rows"] > 1) & (f["o_sk"] == 0)))
         return {"gemm_conflict": conflict, "gemm_route_good": route_good}
 
     def _gemm_checks(self, m, f, grid, mx, static) -> Signal:
-        """Stage 2: the error code of a GEMM (:func:`gen.design.isa.check`), combinational on the
-        registered fields, grid and maxima ``mx`` and stage 1b's registered checks ``static``
-        (:meth:`_gemm_static`)."""
+        """Stage 1b: the error code of a GEMM (:func:`gen.design.isa.check`), combinational on the
+        fetched fields, stage 1b's grid, maxima ``mx`` and checks ``static`` (:meth:`_gemm_static`)."""
         E, geo = self._cfg.num_ces, self._geo
         gk = grid["gk"]
         L = self._cfg.lanes
@@ -399,7 +384,7 @@ class Decoder(wiring.Component):
         return err
 
     def _move_checks(self, m, f, mx) -> Signal:
-        """Stage 2: the error code of a LOAD / STORE: ``K * banks`` rows, one chunk of ``banks``
+        """Stage 1b: the error code of a LOAD / STORE: ``K * banks`` rows, one chunk of ``banks``
         rows per cycle."""
         geo, lb = self._geo, self._cfg.banks.bit_length() - 1
         u_max, c_max = mx["move_u_max"], mx["move_acc_max"]
@@ -423,7 +408,7 @@ class Decoder(wiring.Component):
         return err
 
     def _dma_checks(self, m, f, mx) -> Signal:
-        """Stage 2: the error code of a DMA instruction (:func:`gen.design.isa._check_dma`)."""
+        """Stage 1b: the error code of a DMA instruction (:func:`gen.design.isa._check_dma`)."""
         geo = self._geo
         err = Signal(ErrorCode, name="dma_error")
         wait = f["mode"] == DmaMode.WAIT
@@ -443,7 +428,7 @@ class Decoder(wiring.Component):
         return err
 
     def _vec_checks(self, m, f, mx) -> Signal:
-        """Stage 2: the error code of a VEC (:func:`gen.design.isa._check_vec`): ``K * V`` rows,
+        """Stage 1b: the error code of a VEC (:func:`gen.design.isa._check_vec`): ``K * V`` rows,
         ``V = vec_rows`` per cycle."""
         geo, lb = self._geo, self._cfg.banks.bit_length() - 1
         V = geo.vec_rows
@@ -477,6 +462,30 @@ class Decoder(wiring.Component):
         return err
 
 
+def _bit_terms(m: Module, cfg: FettaConfig, name: str, lgk, lgn, sr, sn, sm) -> list[Signal]:
+    """Term ``i`` of the offsets: what bit ``i`` of a CE index adds, ``sr << i`` in the
+    ``ik`` bits (``i < log_gk``), ``sn << (i - log_gk)`` in the ``in`` bits, else
+    ``sm << (i - log_gk - log_gn)``."""
+    out = []
+    for i in range(max(1, (cfg.num_ces - 1).bit_length())):
+        t = Signal(offset_bits(cfg), name=f"{name}{i}")
+        m.d.comb += t.eq(Mux(lgk > i, sr << i, Mux(lgk + lgn > i, (sn << i) >> lgk, (sm << i) >> (lgk + lgn))))
+        out.append(t)
+    return out
+
+
+def _conflict(cfg: FettaConfig, offs, act, writes: bool) -> Value:
+    """Two active ports need one bank in one cycle: different rows of it, or (``writes``) any."""
+    E, lb = cfg.num_ces, cfg.banks.bit_length() - 1
+    bits = []
+    for c in range(E):
+        for d in range(c + 1, E):
+            same_bank = offs[c][:lb] == offs[d][:lb] if lb else Const(1)
+            clash = same_bank if writes else (same_bank & (offs[c] != offs[d]))
+            bits.append(act[c] & act[d] & clash)
+    return Cat(*bits).any() if bits else Const(0)
+
+
 def _products(cfg: FettaConfig, geo: Geometry, f, grid, flow) -> dict[str, Value]:
     """Stage 1a: every product of a loop bound and a stride that :func:`_maxima` adds up
     (``t_<operand>_<loop>``; combinational on the fields ``f``, the grid and the dataflow of
@@ -503,8 +512,8 @@ def _products(cfg: FettaConfig, geo: Geometry, f, grid, flow) -> dict[str, Value
 
 def _maxima(m: Module, cfg: FettaConfig, geo: Geometry, f, t) -> dict[str, Signal]:
     """Stage 1b: the largest row each access of the instruction reaches, for the range checks
-    of every opcode: sums of the fields and stage 1a's products ``t`` (:func:`_products`),
-    registered for stage 2."""
+    of every opcode: sums of the fields and stage 1a's products ``t`` (:func:`_products`), for the
+    error code of the same cycle (``a_max``, ``b_max``, ``o_wb_max`` registered as outputs too)."""
     L = cfg.lanes
     tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
 

@@ -518,7 +518,7 @@ class Fetta(wiring.Component):
 
     def _fsm(self, m, run, dec, im_r, gemm, out, move, vec, dma) -> None:
         """The controller FSM: IDLE / HALTED wait for ``start``; per instruction FETCH (the word, read two
-        cycles before; decoder stage 1a), DECODE (stage 1b), CHECK (the decoder's stage 2 error code: end
+        cycles before; decoder stage 1a), DECODE (stage 1b), CHECK (the decoder's registered error code: end
         the run, or start the instruction's sequencers), then MOVE or VEC until the last row is written;
         after a GEMM's CHECK the next FETCH follows at once (the GEMM issues and drains meanwhile). CHECK
         waits as :mod:`gen.design.control` states: a GEMM that may overlap the GEMMs in flight for the
@@ -556,7 +556,7 @@ class Fetta(wiring.Component):
                         m.next = "HALTED"
                 with m.Elif(op == Opcode.GEMM):
                     # the issue side is free from the last cycle of the previous GEMM's issue
-                    os_ok = (dec.f_K - 1) * self._cfg.add_latency >= gemm.guard
+                    os_ok = dec.os_span >= gemm.guard
                     with m.If((~gemm.busy | gemm.done) & (out.idle | out.overlap) & os_ok):
                         m.d.comb += [gemm.start.eq(1), out.start.eq(1)]
                         m.d.sync += run.pc.eq(run.pc + 1)
