@@ -178,7 +178,7 @@ class Decoder(wiring.Component):
         """Stage 1b's error code, combinational on the fetched fields ``f`` and stage 1b's grid,
         maxima and static checks ``d`` (keys without ``d_``): the checks of every opcode and their
         priority, as :func:`gen.design.isa.check` orders them."""
-        codes = {Opcode.GEMM: self._gemm_checks(m, f, d, d, d), Opcode.VEC: self._vec_checks(m, f, d),
+        codes = {Opcode.GEMM: self._gemm_checks(m, f, d), Opcode.VEC: self._vec_checks(m, f, d),
                  Opcode.LOAD: self._move_checks(m, f, d), Opcode.DMA: self._dma_checks(m, f, d)}
         op = f["opcode"]
         err = Signal(ErrorCode, name="d_error")
@@ -358,28 +358,28 @@ class Decoder(wiring.Component):
                     | ((flow["out_rows"] > 1) & (f["o_sk"] == 0)))
         return {"gemm_conflict": conflict, "gemm_route_good": route_good}
 
-    def _gemm_checks(self, m, f, grid, mx, static) -> Signal:
+    def _gemm_checks(self, m, f, d) -> Signal:
         """Stage 1b: the error code of a GEMM (:func:`gen.design.isa.check`), combinational on the
-        fetched fields, stage 1b's grid, maxima ``mx`` and checks ``static`` (:meth:`_gemm_static`)."""
+        fetched fields and stage 1b's grid, maxima and checks ``d`` (:meth:`_gemm_static`)."""
         E, geo = self._cfg.num_ces, self._geo
-        gk = grid["gk"]
+        gk = d["gk"]
         L = self._cfg.lanes
         tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
-        o_tr_bad = tr["o"] & ((gk != 1) | (grid["groups"] < L)) if L > 1 else Const(0)
+        o_tr_bad = tr["o"] & ((gk != 1) | (d["groups"] < L)) if L > 1 else Const(0)
         HALF, ACC = geo.unified_half_rows, geo.accum_rows
         err = Signal(ErrorCode, name="gemm_error")
-        with m.If((f["mode"] > max(Dataflow)) | (grid["ces"] > E) | (f["K"] == 0) | (f["L0"] == 0)
+        with m.If((f["mode"] > max(Dataflow)) | (d["ces"] > E) | (f["K"] == 0) | (f["L0"] == 0)
                   | (f["L1"] == 0) | o_tr_bad):
             m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
-        with m.Elif((mx["a_max"] >= HALF) | (mx["b_max"] >= HALF)):
+        with m.Elif((d["a_max"] >= HALF) | (d["b_max"] >= HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-        with m.Elif(mx["o_acc_max"] >= ACC):
+        with m.Elif(d["o_acc_max"] >= ACC):
             m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
-        with m.Elif(flag(f["flags"], Flag.WB) & (mx["o_wb_max"] >= HALF)):
+        with m.Elif(flag(f["flags"], Flag.WB) & (d["o_wb_max"] >= HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-        with m.Elif(static["gemm_conflict"]):
+        with m.Elif(d["gemm_conflict"]):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
-        with m.Elif(~static["gemm_route_good"]):
+        with m.Elif(~d["gemm_route_good"]):
             m.d.comb += err.eq(ErrorCode.ROUTE)
         return err
 
