@@ -45,7 +45,12 @@ from hdl.pipe import hold
 from hdl.red_net import MODE_BITS, SwitchMode
 from hdl.sequencer import tile_step_shape
 
-__all__ = ["Decoder", "flag", "offset_bits"]
+__all__ = ["Decoder", "flag", "offset_bits", "NEXT_FIELDS", "NEXT_OUTPUTS"]
+
+#: fields and outputs the decoder also gives as of the next cycle (``f_<field>_next``,
+#: ``<output>_next``): what the drain queue's overlap rule registers (:class:`hdl.drain.DrainQueue`)
+NEXT_FIELDS = ("a_base", "b_base", "red_mode", "log_gk", "tr")
+NEXT_OUTPUTS = ("a_max", "b_max", "ce_mode", "active")
 
 #: largest value of a ``log_g*`` field: a grid side is at most ``2**MAX_LOG_GRID``
 MAX_LOG_GRID = (1 << LOG_GRID_BITS) - 1
@@ -67,6 +72,17 @@ def _exact(m: Module, name: str, expr) -> Signal:
     sig = Signal(unsigned(Value.cast(expr).shape().width), name=name)
     m.d.comb += sig.eq(expr)
     return sig
+
+
+def _next_values(m: Module, dec, w: dict, loaded: dict) -> Signal:
+    """Drive the decoder's ``*_next`` outputs: in a ``load`` cycle what it loads (the fields ``w`` of
+    the fetched word, the outputs' values ``loaded``), else the registers. Returns the register
+    ``os_span`` (``add_latency * (K - 1)``, loaded from ``os_span_next``)."""
+    os_span = Signal.like(dec.os_span_next, name="os_span")
+    nxt = {**{f"f_{name}": w[name] for name in NEXT_FIELDS}, **{name: loaded[name] for name in NEXT_OUTPUTS}}
+    m.d.comb += [getattr(dec, f"{name}_next").eq(Mux(dec.load, v, getattr(dec, name))) for name, v in nxt.items()]
+    m.d.comb += dec.os_span_next.eq(Mux(dec.load, (w["K"] - 1) * dec._cfg.add_latency, os_span))
+    return os_span
 
 
 class Decoder(wiring.Component):
@@ -102,9 +118,13 @@ class Decoder(wiring.Component):
         (:func:`gen.design.isa.loads`, :func:`gen.design.isa.vec_delay`).
     out_rows : Out(BOUND_BITS)
         Result rows a CE emits per tile (:func:`gen.design.isa.out_rows`).
-    os_span : Out(signed)
-        ``add_latency * (K - 1)``, what the OS guard of the GEMM issue is compared with
-        (:class:`hdl.sequencer.GemmIssue` ``guard``; negative for ``K = 0``).
+    f_<field>_next, <output>_next : Out
+        For the fields :data:`NEXT_FIELDS` and the outputs :data:`NEXT_OUTPUTS`: the value the
+        register holds in the next cycle (combinational: what a ``load`` cycle loads, else the
+        register), for comparisons the controller registers; the register itself in the top's CHECK.
+    os_span_next : Out(signed)
+        Likewise, ``add_latency * (K - 1)`` of the word, what the OS guard of the GEMM issue is
+        compared with (:class:`hdl.sequencer.GemmIssue` ``guard_next``; negative for ``K = 0``).
     a_max, b_max, wb_max : Out(ADDR_BITS)
         A GEMM's last unified row read for IA / IB and written back (:func:`gen.design.isa.read_max`,
         ``w_base`` + :func:`gen.design.isa.out_max`); exact for an instruction that passes its checks.
@@ -112,8 +132,8 @@ class Decoder(wiring.Component):
         :func:`gen.design.isa.check` of the word (``PC_OVERFLOW`` first, from ``pc_overflow`` in the
         ``load`` cycle).
 
-    Latency: every output is a register loaded with ``load`` from the word of the last ``fetch``
-    (valid from the cycle after ``load``, the top's CHECK, held until the next ``load``).
+    Latency: every output but ``os_span_next`` is a register loaded with ``load`` from the word of
+    the last ``fetch`` (valid from the cycle after ``load``, the top's CHECK, held until the next ``load``).
     """
 
     def __init__(self, config: FettaConfig):
@@ -129,9 +149,11 @@ class Decoder(wiring.Component):
                    "stationary": Out(1), "horizontal": Out(1), "ce_mode": Out(CEMode),
                    "loads": Out(steps), "vec_delay": Out(steps), "out_rows": Out(BOUND_BITS),
                    "a_max": Out(ADDR_BITS), "b_max": Out(ADDR_BITS), "wb_max": Out(ADDR_BITS),
-                   "os_span": Out(signed(LAYOUT["K"][1] + config.add_latency.bit_length() + 1))}
+                   "os_span_next": Out(signed(LAYOUT["K"][1] + config.add_latency.bit_length() + 1))}
         for name, (_, bits) in LAYOUT.items():
             members[f"f_{name}"] = Out(bits)
+        members.update({f"f_{name}_next": Out(LAYOUT[name][1]) for name in NEXT_FIELDS})
+        members.update({f"{name}_next": members[name] for name in NEXT_OUTPUTS})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -160,7 +182,9 @@ class Decoder(wiring.Component):
         bare = {k.removeprefix("d_"): v for src in (grid_d, max_d, static_d) for k, v in src.items()}
         error = self._error(m, w, bare)
         maxima = {name: Signal.like(max_d[f"d_{name}"], name=name) for name in ("a_max", "b_max", "o_wb_max")}
-        loads = [ins.eq(fw), self.error.eq(error), self.os_span.eq((w["K"] - 1) * self._cfg.add_latency),
+        loaded = {**flow_d, **offs_d, "a_max": max_d["d_a_max"], "b_max": max_d["d_b_max"]}
+        os_span = _next_values(m, self, w, loaded)
+        loads = [ins.eq(fw), self.error.eq(error), os_span.eq(self.os_span_next),
                  *(sig.eq(max_d[f"d_{name}"]) for name, sig in maxima.items())]
         for name, sig in {**flow_d, **offs_d}.items():
             out = getattr(self, name)

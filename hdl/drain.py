@@ -43,8 +43,9 @@ class DrainQueue(wiring.Component):
         The output offsets per group, the flags and the write-back range ``[w_base, wb_max]``.
     ce_mode, red_mode, log_gk, active, o_tr : In
         The TCU's settings of the GEMM (the decoder's; ``o_tr`` the ``tr`` bit of the reduction network).
-    a_base, a_max, b_base, b_max : In(ADDR_BITS)
-        The unified rows the decoded GEMM reads (for the write-back hazard).
+    a_base_next, a_max_next, b_base_next, b_max_next : In(ADDR_BITS); <setting>_next : In
+        The unified rows the decoded GEMM reads (for the write-back hazard) and its TCU settings, as
+        of the next cycle (the decoder's ``*_next``: :attr:`overlap` is registered).
     valid : In(1)
         A result row arrives (the reduction network's ``red_valid``): it belongs to the head.
     row, later_l0 : Out
@@ -59,7 +60,10 @@ class DrainQueue(wiring.Component):
     overlap : Out(1)
         The decoded GEMM may start now: at most one GEMM in flight, with the same TCU settings, and it
         does not write back (``WB``) into a unified row the decoded GEMM reads
-        (:func:`gen.design.control.overlaps`; combinational).
+        (:func:`gen.design.control.overlaps`). The settings and the hazard are a register, computed
+        in the cycle before from the ``*_next`` inputs and the contexts (the controller's DECODE or
+        CHECK: no ``start`` in the cycle before a CHECK, so the contexts are those of the CHECK);
+        the tail's busy flag is the combinational term.
 
     Latency: a context is busy from the cycle after ``start`` to the cycle of its final row's write,
     ``add_latency`` cycles after the row arrives (the accumulation unit's read stage, then its
@@ -78,12 +82,13 @@ class DrainQueue(wiring.Component):
         }
         off = offset_bits(config)
         members = {"start": In(1), "valid": In(1), "o_off": In(off).array(E),
-                   "a_base": In(ADDR_BITS), "a_max": In(ADDR_BITS), "b_base": In(ADDR_BITS), "b_max": In(ADDR_BITS),
+                   **{f"{name}_next": In(ADDR_BITS) for name in ("a_base", "a_max", "b_base", "b_max")},
                    "row": Out(ADDR_BITS), "later_l0": Out(1), "idle": Out(1), "overlap": Out(1),
                    "h_o_off": Out(off).array(E)}
         members.update({name: In(shape) for name, shape in self._shapes.items()})
         members.update({f"h_{name}": Out(self._shapes[name]) for name in _HEAD})
         members.update({f"t_{name}": Out(self._shapes[name]) for name in _TCU})
+        members.update({f"{name}_next": In(self._shapes[name]) for name in _TCU})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -129,9 +134,12 @@ class DrainQueue(wiring.Component):
 
         # the overlap rule against the last GEMM started (the context before the tail)
         last = {name: Mux(tail, held[0][name], held[1][name]) for name in ("wb", "w_base", "wb_max")}
-        same = [getattr(self, name) == getattr(self, f"t_{name}") for name in _TCU]
-        hazard = last["wb"] & (((self.a_base <= last["wb_max"]) & (last["w_base"] <= self.a_max))
-                               | ((self.b_base <= last["wb_max"]) & (last["w_base"] <= self.b_max)))
+        nx = {name: getattr(self, f"{name}_next") for name in ("a_base", "a_max", "b_base", "b_max", *_TCU)}
+        same = [nx[name] == getattr(self, f"t_{name}") for name in _TCU]
+        hazard = last["wb"] & (((nx["a_base"] <= last["wb_max"]) & (last["w_base"] <= nx["a_max"]))
+                               | ((nx["b_base"] <= last["wb_max"]) & (last["w_base"] <= nx["b_max"])))
+        may = Signal(name="may_overlap")       # settings and hazard of the next cycle's GEMM
+        m.d.sync += may.eq(~hazard & Cat(*same).all())
         tail_busy = Mux(tail, busy[1], busy[0])
-        m.d.comb += [self.idle.eq(busy == 0), self.overlap.eq(~tail_busy & ~hazard & Cat(*same).all())]
+        m.d.comb += [self.idle.eq(busy == 0), self.overlap.eq(~tail_busy & may)]
         return m

@@ -90,6 +90,9 @@ class GemmIssue(wiring.Component):
         last group's in the CEs' drain registers (a register: ``add_latency * (K - 1 + ce_rows) - 2``
         loaded at a group's first vector, counting down to 0; 0 in IS/WS). A next OS GEMM of depth
         ``K'`` may start when ``add_latency * (K' - 1) >= guard`` (:class:`gen.design.control.Clock`).
+    guard_next : Out(...)
+        The value ``guard`` takes in the next cycle (combinational, on registers only), for a
+        comparison the controller registers.
     """
 
     def __init__(self, config: FettaConfig):
@@ -107,17 +110,25 @@ class GemmIssue(wiring.Component):
             "ib_index": Out(range(config.lanes)),
             "a_bidx": Out(range(config.banks)), "b_bidx": Out(range(config.banks)), "done": Out(1), "busy": Out(1),
             "guard": Out(BOUND_BITS + config.add_latency.bit_length() + 1),
+            "guard_next": Out(BOUND_BITS + config.add_latency.bit_length() + 1),
         })
 
-    def _walker(self, m, h, op: str, start, window, q, done=None):
+    def _walker(self, m, h, now, op: str, start, window, q, done=None):
         """Tile counters and addresses of operand ``op``: ``window`` accesses at the start of every
         group of ``q`` tiles (``held_period_m1 + 1`` cycles) from the cycle after ``start``; drives
-        ``done`` (if given) in the last cycle of the last group. Returns (access this cycle, cycle
+        ``done`` (if given) in the last cycle of the last group. ``now(key)`` is a held field, or
+        the field being sampled in the cycle of :attr:`start`. Returns (access this cycle, cycle
         in the group, issuing)."""
         period_m1 = h["period_m1"]
         width = len(period_m1)
         issuing = Signal(name=f"{op}_issuing")
         pcnt = Signal(width, name=f"{op}_pcnt")          # cycle within the group
+        # flags of the next cycle's state, registered so that ``done`` (on which the controller's
+        # start depends, the start fanning out to every sequencer) is a gate of registers:
+        # pcnt == period_m1, pcnt < q, and the tile counters at the last tile (tiles left)
+        at_end = Signal(name=f"{op}_at_end")
+        in_head = Signal(name=f"{op}_in_head")
+        final = Signal(name=f"{op}_final")
         l0 = Signal(BOUND_BITS, name=f"{op}_l0")
         l1 = Signal(BOUND_BITS, name=f"{op}_l1")
         more = Signal(name=f"{op}_more")                 # tiles left for the tile counters
@@ -143,38 +154,40 @@ class GemmIssue(wiring.Component):
         tile_step = Signal(name=f"{op}_tile_step")
         l0_wrap = Signal(name=f"{op}_l0_wrap")
         nxt = r_l1 + stride["l1"]
-        m.d.comb += [n_more.eq(more), n_t.eq(r_t), tile_step.eq((pcnt < q) & more), l0_wrap.eq(l0 == h["L0_m1"])]
+        m.d.comb += [n_t.eq(r_t), tile_step.eq(in_head & more), l0_wrap.eq(l0 == h["L0_m1"]),
+                     n_more.eq(more & ~(tile_step & final))]
         with m.If(tile_step):
             with m.If(l0_wrap):
                 m.d.comb += n_t.eq(nxt)
-                with m.If(l1 == h["L1_m1"]):
-                    m.d.comb += n_more.eq(0)
             with m.Else():
                 m.d.comb += n_t.eq(r_t + stride["l0"])
         last = Signal(name=f"{op}_last_cycle")
-        m.d.comb += last.eq(issuing & (pcnt == period_m1) & ~n_more)
+        m.d.comb += last.eq(issuing & at_end & ~n_more)
         if done is not None:
             m.d.comb += done.eq(last)
         with m.If(start):
             # the IA walker of IS/WS starts after the cycle of start, from the sampled base
-            base = Mux(self.start, getattr(self, f"{op}_base"), h[f"{op}_base"])
             m.d.sync += [issuing.eq(1), pcnt.eq(0), l0.eq(0), l1.eq(0), more.eq(1), slot.eq(1),
-                         r_l1.eq(base), r_t.eq(base), row.eq(base)]
+                         r_l1.eq(now(f"{op}_base")), r_t.eq(now(f"{op}_base")), row.eq(now(f"{op}_base")),
+                         at_end.eq(now("period_1")), in_head.eq(1), final.eq(now("single"))]
         with m.Elif(issuing):
             with m.If(tile_step):
                 with m.If(l0_wrap):
-                    m.d.sync += [l0.eq(0), l1.eq(l1 + 1), r_l1.eq(nxt)]
+                    m.d.sync += [l0.eq(0), l1.eq(l1 + 1), r_l1.eq(nxt),
+                                 final.eq(n_more & h["L0_1"] & (l1 + 1 == h["L1_m1"]))]
                 with m.Else():
-                    m.d.sync += l0.eq(l0 + 1)
-            m.d.sync += [more.eq(n_more), r_t.eq(n_t), pcnt.eq(pcnt + 1)]
+                    m.d.sync += [l0.eq(l0 + 1), final.eq(more & (l0 + 1 == h["L0_m1"]) & (l1 == h["L1_m1"]))]
+            m.d.sync += [more.eq(n_more), r_t.eq(n_t), pcnt.eq(pcnt + 1),
+                         at_end.eq(Mux(at_end, h["period_1"], pcnt + 1 == period_m1))]
             # the next cycle's access: a tile's start in the first q cycles of a group, else lagged
             n_pcnt = Signal(width, name=f"{op}_n_pcnt")
-            m.d.comb += n_pcnt.eq(Mux(pcnt == period_m1, 0, pcnt + 1))
+            m.d.comb += n_pcnt.eq(Mux(at_end, 0, pcnt + 1))
+            m.d.sync += in_head.eq(n_pcnt < q)
             with m.If(n_pcnt < q):
                 m.d.sync += [row.eq(n_t), slot.eq(n_more)]
             with m.Else():
                 m.d.sync += [row.eq(later), slot.eq(later_slot)]
-            with m.If(pcnt == period_m1):
+            with m.If(at_end):
                 m.d.sync += pcnt.eq(0)
             with m.If(last):
                 m.d.sync += issuing.eq(0)
@@ -207,7 +220,14 @@ class GemmIssue(wiring.Component):
             "L0_m1": (self.L0 - 1)[:BOUND_BITS], "L1_m1": (self.L1 - 1)[:BOUND_BITS],
             "guard_init": (S * (K - 1) + S * self._rows - 2)[:len(self.guard)],
         }
-        h = hold(m, self.start, {**{name: getattr(self, name) for name in names}, **derived}, "held_")
+        # and the walkers' flags for a first cycle: one-cycle groups, one tile along l0 / in all
+        derived |= {"period_1": derived["period_m1"] == 0, "L0_1": self.L0 == 1,
+                    "single": (self.L0 == 1) & (self.L1 == 1)}
+        sources = {**{name: getattr(self, name) for name in names}, **derived}
+        h = hold(m, self.start, sources, "held_")
+
+        def now(key):
+            return Mux(self.start, sources[key], h[key])
         st = h["stationary"]
         # tiles per group: 1 (IS/WS) or add_latency (OS, the PEs' accumulation loop)
         q = Signal(range(S + 1), name="q")
@@ -220,18 +240,20 @@ class GemmIssue(wiring.Component):
             m.d.sync += a_wait.eq(Mux(self.stationary, self.vec_delay, 0))
         with m.Elif(a_wait != 0):
             m.d.sync += a_wait.eq(a_wait - 1)
-        a_go, a_pcnt, a_issuing = self._walker(m, h, "a", a_start, h["qk"], q, done=self.done)
+        a_go, a_pcnt, a_issuing = self._walker(m, h, now, "a", a_start, h["qk"], q, done=self.done)
         m.d.comb += self.busy.eq(a_issuing | (a_wait != 0))
         # OS: a group's tiles end q * (K - 1) cycles after its start and drain q * ce_rows rows;
         # guard = cycles until a next tile of depth 1 may end (the drain registers are free)
         group_start = a_go & (a_pcnt == 0)
+        m.d.comb += self.guard_next.eq(self.guard)
         with m.If(group_start & ~st):
-            m.d.sync += self.guard.eq(h["guard_init"])
+            m.d.comb += self.guard_next.eq(h["guard_init"])
         with m.Elif(group_start):
-            m.d.sync += self.guard.eq(0)
+            m.d.comb += self.guard_next.eq(0)
         with m.Elif(self.guard != 0):
-            m.d.sync += self.guard.eq(self.guard - 1)
-        b_go, b_pcnt, _ = self._walker(m, h, "b", self.start, h["b_window"], q)
+            m.d.comb += self.guard_next.eq(self.guard - 1)
+        m.d.sync += self.guard.eq(self.guard_next)
+        b_go, b_pcnt, _ = self._walker(m, h, now, "b", self.start, h["b_window"], q)
         m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt < q),
                      self.last.eq(a_pcnt >= h["last_from"]), self.swap.eq(a_pcnt == 0),
                      self.ib_index.eq(b_pcnt[:len(self.ib_index)]),

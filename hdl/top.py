@@ -35,7 +35,7 @@ from amaranth.lib.wiring import In, Out
 
 from gen.design.config import FettaConfig, check_accelerator
 from gen.design.isa import (ADDR_BITS, BOUND_BITS, CYCLE_BITS, DRAM_ADDR_BITS, HOST_ADDR_BITS, INSTR_BITS, DmaMode,
-                            ErrorCode, Flag, Geometry, Opcode, dma_beat_bits, vec_tail)
+                            LAYOUT, ErrorCode, Flag, Geometry, Opcode, dma_beat_bits, vec_tail)
 from gen.errors import ConfigError
 
 from hdl.accum import AccumAdd, Narrow, Widen
@@ -315,7 +315,7 @@ class Fetta(wiring.Component):
         with m.If(run.busy):
             m.d.sync += run.cycles.eq(run.cycles + 1)
         # the decoder's outputs are registers loaded in DECODE, held for the whole instruction
-        F = {name[2:]: getattr(dec, name) for name in dir(dec) if name.startswith("f_")}
+        F = {name: getattr(dec, f"f_{name}") for name in LAYOUT}
         dma = _dma_engine(m, self, banks, umem, F)
         host_acc_we = self._host_port(m, run, banks, umem, amem, im_w, dma)
 
@@ -459,8 +459,14 @@ class Fetta(wiring.Component):
         m.d.comb += [out.rows.eq(dec.out_rows), out.valid.eq(tcu.red_valid), out.stationary.eq(dec.stationary),
                      out.group_active.eq(dec.group_active), out.acc.eq(flag(F["flags"], Flag.ACC)),
                      out.acc_l0.eq(flag(F["flags"], Flag.ACC_L0)), out.wb.eq(flag(F["flags"], Flag.WB)),
-                     out.wb_max.eq(dec.wb_max), out.a_max.eq(dec.a_max), out.b_max.eq(dec.b_max),
-                     out.ce_mode.eq(dec.ce_mode), out.active.eq(dec.active), out.o_tr.eq(F["tr"][2])]
+                     out.wb_max.eq(dec.wb_max), out.ce_mode.eq(dec.ce_mode), out.active.eq(dec.active),
+                     out.o_tr.eq(F["tr"][2])]
+        # the overlap rule's operands as of the next cycle (the queue registers the rule)
+        m.d.comb += [out.a_base_next.eq(dec.f_a_base_next), out.b_base_next.eq(dec.f_b_base_next),
+                     out.red_mode_next.eq(dec.f_red_mode_next), out.log_gk_next.eq(dec.f_log_gk_next),
+                     out.o_tr_next.eq(dec.f_tr_next[2]),
+                     *(getattr(out, f"{name}_next").eq(getattr(dec, f"{name}_next"))
+                       for name in ("a_max", "b_max", "ce_mode", "active"))]
         for g in range(self._cfg.num_ces):
             m.d.comb += out.o_off[g].eq(dec.o_off[g])
         m.d.comb += [tcu.mode.eq(out.t_ce_mode), tcu.red_mode.eq(out.t_red_mode), tcu.log_gk.eq(out.t_log_gk),
@@ -526,6 +532,9 @@ class Fetta(wiring.Component):
         has written its last row. A DMA load / store starts the DMA engine once it is idle and the next
         FETCH follows; a DMA wait, HALT and a failing instruction also wait for it."""
         op = dec.f_opcode
+        # the OS guard's test of the decoded GEMM, registered: both sides' values of the next cycle
+        os_ok = Signal(name="os_ok")
+        m.d.sync += os_ok.eq(dec.os_span_next >= gemm.guard_next)
         with m.FSM(name="ctrl") as fsm:   # imem_q holds in FETCH the word read 2 cycles before: pc + 1
             idle = fsm.ongoing("IDLE") | fsm.ongoing("HALTED") | fsm.ongoing("START")
             m.d.comb += [im_r.addr.eq(Mux(idle, 0, run.pc + 1)),
@@ -556,7 +565,6 @@ class Fetta(wiring.Component):
                         m.next = "HALTED"
                 with m.Elif(op == Opcode.GEMM):
                     # the issue side is free from the last cycle of the previous GEMM's issue
-                    os_ok = dec.os_span >= gemm.guard
                     with m.If((~gemm.busy | gemm.done) & (out.idle | out.overlap) & os_ok):
                         m.d.comb += [gemm.start.eq(1), out.start.eq(1)]
                         m.d.sync += run.pc.eq(run.pc + 1)

@@ -156,12 +156,11 @@ def flip_path_switch(ins: Instr, ports: int, c: int, k: int, b: int) -> Instr:
     """``ins`` with a switch on CE ``c``'s IA path flipped, so that it cannot route: the one of
     level ``n - 1 - k`` (it sets bit ``k`` of the source) that the path from bank index
     ``b``-th multiple of ``2**p`` (the bank indices the temporal address can take) crosses."""
-    from gen.design.isa import ce_offsets
+    from gen.design.isa import ce_offsets, spatial_mask
 
     n = ports.bit_length() - 1
     offs = [o % ports for o in ce_offsets(ins, "a")]
-    step = 1 << max(offs).bit_length() if any(offs) else 1
-    bank = (b * step) % ports
+    bank = (b * (spatial_mask(offs) + 1)) % ports
     switch = (c >> k << k) | ((offs[c] ^ bank) & ((1 << k) - 1))
     return replace(ins, a_sel=ins.a_sel ^ (1 << (n - 1 - k) * ports + switch))
 

@@ -29,8 +29,8 @@ from gen.compiler.program import CompileError
 from gen.compiler.layout import ceil_to
 from gen.design.control import issue_cycles, os_issue_cycles, repeat_cycles, stationary_issue_cycles
 from gen.design.isa import (Dataflow, ErrorCode, Flag, Geometry, Instr, check, exec_cycles, gemm,
-                            group_offsets, horizontal, os_gemm_cycles, out_rows, stationary, stationary_gemm_cycles,
-                            temporal_max)
+                            group_offsets, horizontal, os_gemm_cycles, out_rows, spatial_mask, stationary,
+                            stationary_gemm_cycles, temporal_max)
 
 
 #: the error of a step no mapping of which passes the ISA checks
@@ -145,10 +145,7 @@ def _spatial_low(g: tuple[int, int, int], sm: int, sn: int, sk: int, banks: int)
     banks_seen = {o % banks for o in offs}
     if len(banks_seen) != len(offs):
         return None
-    mask = 0
-    for b in banks_seen:
-        mask |= b
-    return (1 << mask.bit_length()) - 1
+    return spatial_mask(banks_seen)
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -641,6 +641,12 @@ def _conflict(offsets: Sequence[int], banks: int, *, writes: bool = False) -> bo
     return False
 
 
+def spatial_mask(offs) -> int:
+    """The bank bits the CEs' spatial offsets ``offs`` (mod the ports) span: ``2**p - 1``, ``p`` the
+    bit length of the largest; the temporal bank indices are the multiples of ``2**p``."""
+    return (1 << max(offs, default=0).bit_length()) - 1
+
+
 def _dist_ok(ins: Instr, op: str, geo: Geometry) -> bool:
     """The distribution network delivers to every active CE the bank its address names.
 
@@ -653,10 +659,7 @@ def _dist_ok(ins: Instr, op: str, geo: Geometry) -> bool:
     """
     N = geo.ports
     offs = [o % N for o in ce_offsets(ins, op)]
-    omask = 0
-    for o in offs:
-        omask |= o
-    low = (1 << omask.bit_length()) - 1
+    low = spatial_mask(offs)
     tbits = getattr(ins, f"{op}_base") | getattr(ins, f"{op}_sk") | getattr(ins, f"{op}_sl0") \
         | getattr(ins, f"{op}_sl1")
     if tbits & low:
@@ -935,7 +938,7 @@ __all__ = ["INSTR_BITS", "ADDR_BITS", "STRIDE_BITS", "BOUND_BITS", "LOG_GRID_BIT
            "halt", "sync", "gemm", "vec", "VEC_OPS", "vec_tail", "vector_latency", "vector_rows", "with_routes", "route_ok",
            "stationary", "horizontal", "CE_MODE", "CEMode", "VecOp", "BF16_ONE", "out_rows", "loads", "vec_delay",
            "last_issue", "gemm_latency", "interleave", "groups", "ce_latency", "NET_WORD_BITS", "load", "store", "assemble", "Geometry", "check",
-           "ce_offsets", "group_offsets", "read_offsets", "transposed", "Transpose", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles",
+           "ce_offsets", "group_offsets", "spatial_mask", "read_offsets", "transposed", "Transpose", "OVERHEAD", "GEMM_TAIL", "MOVE_TAIL", "tile_period", "exec_cycles",
            "gemm_macs", "replace", "field", "read_max", "out_max"]
 
 
