@@ -83,7 +83,8 @@ class GemmIssue(wiring.Component):
         From the cycle after ``start`` to the cycle of ``done``: the GEMM issues (its IA walker
         runs or waits for its first vector).
     done : Out(1)
-        The last cycle of the IA walker's last group (combinational): the GEMM has issued
+        The last cycle of the IA walker's last group (combinational, but a gate of registers: the
+        controller's ``start`` depends on it, and fans out to every sequencer): the GEMM has issued
         (:func:`gen.design.control.issue_cycles` after ``start``); the IB walker ended no later.
     guard : Out(...)
         OS: cycles until a tile of depth 1 started now could end without its Psums meeting the
