@@ -132,7 +132,7 @@ class Decoder(wiring.Component):
         :func:`gen.design.isa.check` of the word (``PC_OVERFLOW`` first, from ``pc_overflow`` in the
         ``load`` cycle).
 
-    Latency: every output but ``os_span_next`` is a register loaded with ``load`` from the word of
+    Latency: every output but the ``*_next`` ones is a register loaded with ``load`` from the word of
     the last ``fetch`` (valid from the cycle after ``load``, the top's CHECK, held until the next ``load``).
     """
 
