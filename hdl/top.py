@@ -40,7 +40,7 @@ from gen.errors import ConfigError
 
 from hdl.accum import AccumAdd, Narrow, Widen
 from hdl.axi import axi4_signature
-from hdl.controller import Decoder, flag
+from hdl.controller import NEXT_OUTPUTS, Decoder, flag
 from hdl.dma import AxiDma
 from hdl.drain import DrainQueue
 from hdl.memory import AccumMemory, UnifiedMemory, check_memory_config
@@ -466,7 +466,7 @@ class Fetta(wiring.Component):
                      out.red_mode_next.eq(dec.f_red_mode_next), out.log_gk_next.eq(dec.f_log_gk_next),
                      out.o_tr_next.eq(dec.f_tr_next[2]),
                      *(getattr(out, f"{name}_next").eq(getattr(dec, f"{name}_next"))
-                       for name in ("a_max", "b_max", "ce_mode", "active"))]
+                       for name in NEXT_OUTPUTS)]
         for g in range(self._cfg.num_ces):
             m.d.comb += out.o_off[g].eq(dec.o_off[g])
         m.d.comb += [tcu.mode.eq(out.t_ce_mode), tcu.red_mode.eq(out.t_red_mode), tcu.log_gk.eq(out.t_log_gk),
