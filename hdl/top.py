@@ -118,13 +118,18 @@ def _drive_fields(m, fields, comp) -> None:
             m.d.comb += getattr(comp, name).eq(fields[name])
 
 
-def _issue_context(m, dec, F, gemm) -> dict:
+def _issue_context(m, dec, F, gemm, lanes: int) -> dict:
     """The fields the issue side of a GEMM reads after its start, sampled in the cycle of
-    ``gemm.start`` (the decoder moves on to the next instruction meanwhile): the per-CE offsets
-    (``a_off``, ``b_off``), ``active``, the operand transposes (``a_tr``, ``b_tr``), for the
-    addresses from the next cycle; and the distribution networks' words and transposes
-    (``net``: ``a_sel``, ``b_sel``, ``a_tr``, ``b_tr``) one cycle later, with the read data."""
-    sources = {"a_off": list(dec.a_off), "b_off": list(dec.b_off), "active": dec.active, "a_tr": F["tr"][0],
+    ``gemm.start`` (the decoder moves on to the next instruction meanwhile): the per-CE row
+    offsets (``a_off``, ``b_off``: the CE's offset, or with the operand's transpose its block's
+    start, the offset rounded down to ``lanes``, chosen as they are sampled), ``active``, the
+    operand transposes (``a_tr``, ``b_tr``), for the addresses from the next cycle; and the
+    distribution networks' words and transposes (``net``: ``a_sel``, ``b_sel``, ``a_tr``, ``b_tr``)
+    one cycle later, with the read data."""
+    lr = lanes.bit_length() - 1
+    offs = {op: [Mux(tr, Cat(Const(0, lr), off[lr:]), off) for off in dec_offs]
+            for op, tr, dec_offs in (("a", F["tr"][0], dec.a_off), ("b", F["tr"][1], dec.b_off))}
+    sources = {"a_off": offs["a"], "b_off": offs["b"], "active": dec.active, "a_tr": F["tr"][0],
                "b_tr": F["tr"][1], "a_sel": F["a_sel"], "b_sel": F["b_sel"]}
     ctx = hold(m, gemm.start, sources, "i_")
     ctx["net"] = {name: delay(m, ctx[name], 1, f"net_{name}") for name in ("a_sel", "b_sel", "a_tr", "b_tr")}
@@ -320,7 +325,7 @@ class Fetta(wiring.Component):
         host_acc_we = self._host_port(m, run, banks, umem, amem, im_w, dma)
 
         is_store = F["opcode"] == Opcode.STORE
-        issue = _issue_context(m, dec, F, gemm)
+        issue = _issue_context(m, dec, F, gemm, self._cfg.lanes)
         self._tcu_inputs(m, dec, F, gemm, tcu, umem, issue)
         for seq in (move, vec):
             m.d.comb += [seq.chunks.eq(F["K"]), seq.u_base.eq(F["a_base"]), seq.a_base.eq(F["o_base"]),
@@ -425,22 +430,22 @@ class Fetta(wiring.Component):
         transpose layer (``tr``) whose block of ``lanes`` rows (from the offset rounded down to
         ``lanes``) covers the bank; a LOAD's or a VEC's rows take the IA port over. Data returns
         one cycle later (``umem.ia_data``, ``ib_data``). The GEMM's fields come from ``issue``
-        (:func:`_issue_context`)."""
+        (:func:`_issue_context`: the offsets held are the blocks' starts already)."""
         E, L = self._cfg.num_ces, self._cfg.lanes
+        lr = L.bit_length() - 1
         addrs = {}
-        for op, row in (("a", gemm.a_row), ("b", gemm.b_row)):
-            offs, tr = issue[f"{op}_off"], issue[f"{op}_tr"]
+        for op in "ab":
+            row, offs = getattr(gemm, f"{op}_row"), issue[f"{op}_off"]
             addrs[op] = [Signal(ADDR_BITS, name=f"i{op}_addr{c}") for c in range(E)]
-            for c in range(E):
-                blk = Cat(Const(0, L.bit_length() - 1), offs[c][L.bit_length() - 1:])
-                m.d.comb += addrs[op][c].eq(row + Mux(tr, blk, offs[c]))
+            m.d.comb += [addrs[op][c].eq(row + offs[c]) for c in range(E)]
         for b in range(banks.count):
             ia_sel = Signal(ADDR_BITS, name=f"ia_sel{b}")
             ib_sel = Signal(ADDR_BITS, name=f"ib_sel{b}")
             for op, sel in (("a", ia_sel), ("b", ib_sel)):
-                # a block starts at a multiple of lanes: its row in bank b is start + b mod lanes
-                cands = [(issue["active"][c], Mux(issue[f"{op}_tr"], addrs[op][c] + b % L, addrs[op][c]))
-                         for c in range(E)]
+                # a block starts at a multiple of lanes (the decoder's alignment check): its row in
+                # bank b is the start with b mod lanes in the low bits
+                cands = [(issue["active"][c], Mux(issue[f"{op}_tr"], Cat(Const(b % L, lr), addrs[op][c][lr:]),
+                                                  addrs[op][c])) for c in range(E)]
                 for addr, in banks.first(m, b, cands):
                     m.d.comb += sel.eq(addr)
             with m.If(move.busy & ~is_store):
