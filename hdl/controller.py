@@ -74,6 +74,18 @@ def _exact(m: Module, name: str, expr) -> Signal:
     return sig
 
 
+def _capped(m: Module, name: str, terms, limit: int) -> Signal:
+    """The sum of the non-negative ``terms`` where it is below ``limit``, else a value at least
+    ``limit`` (in a named signal): with ``k`` the bits of ``limit``, the sum of the terms' low ``k``
+    bits, and above it one bit set when a term has a higher bit set. So the carry chain of a range
+    check spans the range's bits, not those of the products of 16-bit fields."""
+    k = limit.bit_length()
+    values = [Value.cast(t) for t in terms]
+    low = sum(v[:k] for v in values)[:k + (len(values) - 1).bit_length()]
+    high = Cat(*(v[k:] for v in values if len(v) > k)).any()
+    return _exact(m, name, Cat(low, high))
+
+
 def _next_values(m: Module, dec, w: dict, loaded: dict) -> Signal:
     """Drive the decoder's ``*_next`` outputs: in a ``load`` cycle what it loads (the fields ``w`` of
     the fetched word, the outputs' values ``loaded``), else the registers. Returns the register
@@ -539,26 +551,29 @@ def _maxima(m: Module, cfg: FettaConfig, geo: Geometry, f, t) -> dict[str, Signa
     of every opcode: sums of the fields and stage 1a's products ``t`` (:func:`_products`), for the
     error code of the same cycle (``a_max``, ``b_max``, ``o_wb_max`` registered as outputs too)."""
     L = cfg.lanes
+    HALF, ACC = geo.unified_half_rows, geo.accum_rows
     tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
 
     def tmax(op):
-        return t[f"t_{op}_k"] + t[f"t_{op}_l0"] + t[f"t_{op}_l1"]
+        return [t[f"t_{op}_k"], t[f"t_{op}_l0"], t[f"t_{op}_l1"]]
 
     def last(op):
         # a transposed operand reads whole blocks of lanes rows
-        return (t[f"t_{op}_m"] + t[f"t_{op}_n"] + t[f"t_{op}_r"]) | Mux(tr[op], L - 1, 0)
+        span = _capped(m, f"d_{op}_span", [t[f"t_{op}_m"], t[f"t_{op}_n"], t[f"t_{op}_r"]], HALF)
+        return span | Mux(tr[op], L - 1, 0)
 
+    # exact below the limit each is checked against, else at least that limit (:func:`_capped`)
     out = {}
-    out["d_a_max"] = _exact(m, "d_a_max", f["a_base"] + tmax("a") + last("a"))
-    out["d_b_max"] = _exact(m, "d_b_max", f["b_base"] + tmax("b") + last("b"))
-    o_max = _exact(m, "d_o_max", tmax("o") + t["t_o_m"] + t["t_o_n"])
-    out["d_o_acc_max"] = _exact(m, "d_o_acc_max", f["o_base"] + o_max)
-    out["d_o_wb_max"] = _exact(m, "d_o_wb_max", f["w_base"] + o_max)
-    out["d_move_u_max"] = _exact(m, "d_move_u_max", f["a_base"] + t["t_move_a"])
-    out["d_move_acc_max"] = _exact(m, "d_move_acc_max", f["o_base"] + t["t_move_o"])
-    out["d_vec_u_max"] = _exact(m, "d_vec_u_max", f["a_base"] + t["t_vec_a"])
-    out["d_vec_acc_max"] = _exact(m, "d_vec_acc_max", f["o_base"] + t["t_vec_o"])
-    out["d_vec_w_max"] = _exact(m, "d_vec_w_max", f["w_base"] + t["t_vec_o"])
+    out["d_a_max"] = _capped(m, "d_a_max", [f["a_base"], *tmax("a"), last("a")], HALF)
+    out["d_b_max"] = _capped(m, "d_b_max", [f["b_base"], *tmax("b"), last("b")], HALF)
+    o_max = _capped(m, "d_o_max", [*tmax("o"), t["t_o_m"], t["t_o_n"]], max(HALF, ACC))
+    out["d_o_acc_max"] = _capped(m, "d_o_acc_max", [f["o_base"], o_max], ACC)
+    out["d_o_wb_max"] = _capped(m, "d_o_wb_max", [f["w_base"], o_max], HALF)
+    out["d_move_u_max"] = _capped(m, "d_move_u_max", [f["a_base"], t["t_move_a"]], HALF)
+    out["d_move_acc_max"] = _capped(m, "d_move_acc_max", [f["o_base"], t["t_move_o"]], ACC)
+    out["d_vec_u_max"] = _capped(m, "d_vec_u_max", [f["a_base"], t["t_vec_a"]], HALF)
+    out["d_vec_acc_max"] = _capped(m, "d_vec_acc_max", [f["o_base"], t["t_vec_o"]], ACC)
+    out["d_vec_w_max"] = _capped(m, "d_vec_w_max", [f["w_base"], t["t_vec_o"]], HALF)
     if geo.dma_rows:
         # DMA: the DRAM byte and the unified row past the transfer's end
         lr, lby = geo.dma_rows.bit_length() - 1, geo.dma_bytes.bit_length() - 1

@@ -124,6 +124,30 @@ def test_every_code_reachable():
     assert got == [int(c) for c in cases]
 
 
+def test_range_checks_see_every_bit_of_the_sums():
+    """The range checks sum only the low bits of their terms (as many as the limit has) and flag a
+    term with a higher bit set (``hdl.controller._capped``): each case has a product or a base whose
+    low bits are 0 or small, so a sum of the low bits alone would pass; isa.check must fail them
+    all, and the decoder with it."""
+    from gen.design.isa import gemm, load, store, vec
+
+    hi = 1 << (max(GEO.unified_half_rows, GEO.accum_rows).bit_length() + 3)     # above both limits
+    g = lambda **kw: gemm(ports=GEO.ports, **kw)   # noqa: E731
+    cases = [g(K=2, a=(0, hi), b=(8, 1), o=(0, 1)),                                   # a: K product
+             g(K=1, L0=3, a=(0, 1, hi // 2), b=(8, 1), o=(0, 1)),                      # a: l0 product
+             g(K=1, grid=(2, 1, 1), a=(0, 1, 0, 0, hi), b=(8, 1), o=(0, 4, 0, 0, 1)),  # a: spatial span
+             g(K=1, L1=2, a=(0, 1), b=(8, 1, 0, hi - 1), o=(0, 1)),                    # b: l1 product
+             g(K=1, L1=2, a=(0, 1), b=(8, 1), o=(0, 1, 0, hi)),                         # o: accumulation
+             g(K=1, a=(0, 1), b=(8, 1), o=(0, 1), wb=True, w_base=hi + 1),              # o: write-back
+             load(src=0, dst=0, chunks=1, src_stride=hi),
+             store(src=0, dst=0, chunks=1, src_stride=hi // 4 * 3),
+             vec(op=0, chunks=1, x=0, y=0, x_stride=hi),
+             vec(op=0, chunks=1, x=0, y=hi)]
+    want = [int(check(i, GEO)) for i in cases]
+    assert all(w in (ErrorCode.UNIFIED_RANGE, ErrorCode.ACCUM_RANGE) for w in want), want
+    assert decode_rtl([i.encode() for i in cases]) == want
+
+
 @st.composite
 def routed_gemms(draw, ports: int):
     """GEMMs on ``ports`` CEs whose IA / IB offsets the butterflies may or may not route: the
