@@ -114,7 +114,7 @@ class GemmIssue(wiring.Component):
             "guard_next": Out(BOUND_BITS + config.add_latency.bit_length() + 1),
         })
 
-    def _walker(self, m, h, now, op: str, start, window, q, done=None):
+    def _walker(self, m, h, now, op: str, start, window, done=None):
         """Tile counters and addresses of operand ``op``: ``window`` accesses at the start of every
         group of ``q`` tiles (``held_period_m1 + 1`` cycles) from the cycle after ``start``; drives
         ``done`` (if given) in the last cycle of the last group. ``now(key)`` is a held field, or
@@ -178,13 +178,14 @@ class GemmIssue(wiring.Component):
                                  final.eq(n_more & h["L0_1"] & (l1 + 1 == h["L1_m1"]))]
                 with m.Else():
                     m.d.sync += [l0.eq(l0 + 1), final.eq(more & (l0 + 1 == h["L0_m1"]) & (l1 == h["L1_m1"]))]
+            # (pcnt + 1 == period_m1 and pcnt + 1 < q without an adder: compares with held values)
             m.d.sync += [more.eq(n_more), r_t.eq(n_t), pcnt.eq(pcnt + 1),
-                         at_end.eq(Mux(at_end, h["period_1"], pcnt + 1 == period_m1))]
+                         at_end.eq(Mux(at_end, h["period_1"], pcnt == h["period_m2"]))]
             # the next cycle's access: a tile's start in the first q cycles of a group, else lagged
-            n_pcnt = Signal(width, name=f"{op}_n_pcnt")
-            m.d.comb += n_pcnt.eq(Mux(at_end, 0, pcnt + 1))
-            m.d.sync += in_head.eq(n_pcnt < q)
-            with m.If(n_pcnt < q):
+            n_head = Signal(name=f"{op}_n_head")
+            m.d.comb += n_head.eq(at_end | (~h["stationary"] & (pcnt < self._slots - 1)) if self._slots > 1 else at_end)
+            m.d.sync += in_head.eq(n_head)
+            with m.If(n_head):
                 m.d.sync += [row.eq(n_t), slot.eq(n_more)]
             with m.Else():
                 m.d.sync += [row.eq(later), slot.eq(later_slot)]
@@ -217,6 +218,7 @@ class GemmIssue(wiring.Component):
             "qk": qk,
             "b_window": Mux(st, nload, qk)[:width],
             "period_m1": (Mux(st, st_span, os_span * S) - 1)[:width],
+            "period_m2": (Mux(st, st_span, os_span * S) - 2)[:width],
             "last_from": (qk - Mux(st, 1, S))[:width],
             "L0_m1": (self.L0 - 1)[:BOUND_BITS], "L1_m1": (self.L1 - 1)[:BOUND_BITS],
             "guard_init": (S * (K - 1) + S * self._rows - 2)[:len(self.guard)],
@@ -241,7 +243,7 @@ class GemmIssue(wiring.Component):
             m.d.sync += a_wait.eq(Mux(self.stationary, self.vec_delay, 0))
         with m.Elif(a_wait != 0):
             m.d.sync += a_wait.eq(a_wait - 1)
-        a_go, a_pcnt, a_issuing = self._walker(m, h, now, "a", a_start, h["qk"], q, done=self.done)
+        a_go, a_pcnt, a_issuing = self._walker(m, h, now, "a", a_start, h["qk"], done=self.done)
         m.d.comb += self.busy.eq(a_issuing | (a_wait != 0))
         # OS: a group's tiles end q * (K - 1) cycles after its start and drain q * ce_rows rows;
         # guard = cycles until a next tile of depth 1 may end (the drain registers are free)
@@ -254,7 +256,7 @@ class GemmIssue(wiring.Component):
         with m.Elif(self.guard != 0):
             m.d.comb += self.guard_next.eq(self.guard - 1)
         m.d.sync += self.guard.eq(self.guard_next)
-        b_go, b_pcnt, _ = self._walker(m, h, now, "b", self.start, h["b_window"], q)
+        b_go, b_pcnt, _ = self._walker(m, h, now, "b", self.start, h["b_window"])
         m.d.sync += [self.ia_go.eq(a_go), self.ib_go.eq(b_go), self.first.eq(a_pcnt < q),
                      self.last.eq(a_pcnt >= h["last_from"]), self.swap.eq(a_pcnt == 0),
                      self.ib_index.eq(b_pcnt[:len(self.ib_index)]),
