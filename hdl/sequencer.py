@@ -20,7 +20,7 @@ that every address an instruction uses fits.
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -120,8 +120,7 @@ class GemmIssue(wiring.Component):
         ``done`` (if given) in the last cycle of the last group. ``now(key)`` is a held field, or
         the field being sampled in the cycle of :attr:`start`. Returns (access this cycle, cycle
         in the group, issuing)."""
-        period_m1 = h["period_m1"]
-        width = len(period_m1)
+        width = len(h["period_m1"])
         issuing = Signal(name=f"{op}_issuing")
         pcnt = Signal(width, name=f"{op}_pcnt")          # cycle within the group
         # flags of the next cycle's state, registered so that ``done`` (on which the controller's
@@ -183,7 +182,8 @@ class GemmIssue(wiring.Component):
                          at_end.eq(Mux(at_end, h["period_1"], pcnt == h["period_m2"]))]
             # the next cycle's access: a tile's start in the first q cycles of a group, else lagged
             n_head = Signal(name=f"{op}_n_head")
-            m.d.comb += n_head.eq(at_end | (~h["stationary"] & (pcnt < self._slots - 1)) if self._slots > 1 else at_end)
+            os_head = (~h["stationary"] & (pcnt < self._slots - 1)) if self._slots > 1 else Const(0)
+            m.d.comb += n_head.eq(at_end | os_head)
             m.d.sync += in_head.eq(n_head)
             with m.If(n_head):
                 m.d.sync += [row.eq(n_t), slot.eq(n_more)]
@@ -214,11 +214,11 @@ class GemmIssue(wiring.Component):
             # the accumulation unit's read-modify-write: ACC_L0 tiles add to the same rows
             st_span = Mux(st_span > S, st_span, S)
         qk = Mux(st, K, K * S)[:width]
+        period = Mux(st, st_span, os_span * S)
         derived = {
             "qk": qk,
             "b_window": Mux(st, nload, qk)[:width],
-            "period_m1": (Mux(st, st_span, os_span * S) - 1)[:width],
-            "period_m2": (Mux(st, st_span, os_span * S) - 2)[:width],
+            "period_m1": (period - 1)[:width], "period_m2": (period - 2)[:width],
             "last_from": (qk - Mux(st, 1, S))[:width],
             "L0_m1": (self.L0 - 1)[:BOUND_BITS], "L1_m1": (self.L1 - 1)[:BOUND_BITS],
             "guard_init": (S * (K - 1) + S * self._rows - 2)[:len(self.guard)],
