@@ -86,6 +86,14 @@ def _capped(m: Module, name: str, terms, limit: int) -> Signal:
     return _exact(m, name, Cat(low, high))
 
 
+def _at_least(value, limit: int) -> Value:
+    """``value >= limit``; for a power of two the OR of ``value``'s bits from that one up, which
+    Yosys (0.23) would otherwise build as a carry chain as long as ``value``."""
+    if limit & (limit - 1) == 0:
+        return Value.cast(value)[limit.bit_length() - 1:].any()
+    return value >= limit
+
+
 def _next_values(m: Module, dec, w: dict, loaded: dict) -> Signal:
     """Drive the decoder's ``*_next`` outputs: in a ``load`` cycle what it loads (the fields ``w`` of
     the fetched word, the outputs' values ``loaded``), else the registers. Returns the register
@@ -407,11 +415,11 @@ class Decoder(wiring.Component):
         with m.If((f["mode"] > max(Dataflow)) | (d["ces"] > E) | (f["K"] == 0) | (f["L0"] == 0)
                   | (f["L1"] == 0) | o_tr_bad):
             m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
-        with m.Elif((d["a_max"] >= HALF) | (d["b_max"] >= HALF)):
+        with m.Elif(_at_least(d["a_max"], HALF) | _at_least(d["b_max"], HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-        with m.Elif(d["o_acc_max"] >= ACC):
+        with m.Elif(_at_least(d["o_acc_max"], ACC)):
             m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
-        with m.Elif(flag(f["flags"], Flag.WB) & (d["o_wb_max"] >= HALF)):
+        with m.Elif(flag(f["flags"], Flag.WB) & _at_least(d["o_wb_max"], HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
         with m.Elif(d["gemm_conflict"]):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
@@ -435,9 +443,9 @@ class Decoder(wiring.Component):
         err = Signal(ErrorCode, name="move_error")
         with m.If(f["K"] == 0):
             m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
-        with m.Elif(u_max >= geo.unified_half_rows):
+        with m.Elif(_at_least(u_max, geo.unified_half_rows)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-        with m.Elif(c_max >= geo.accum_rows):
+        with m.Elif(_at_least(c_max, geo.accum_rows)):
             m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
         with m.Elif(u_conf | c_conf):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
@@ -487,11 +495,11 @@ class Decoder(wiring.Component):
         err = Signal(ErrorCode, name="vec_error")
         with m.If((f["mode"] > max(VecOp)) | (f["K"] == 0) | Const(int(V == 0), 1)):
             m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
-        with m.Elif(v_umax >= HALF):
+        with m.Elif(_at_least(v_umax, HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
-        with m.Elif(v_amax >= ACC):
+        with m.Elif(_at_least(v_amax, ACC)):
             m.d.comb += err.eq(ErrorCode.ACCUM_RANGE)
-        with m.Elif(v_wb & (v_wmax >= HALF)):
+        with m.Elif(v_wb & _at_least(v_wmax, HALF)):
             m.d.comb += err.eq(ErrorCode.UNIFIED_RANGE)
         with m.Elif(v_conf(f["a_sk"], False) | v_conf(f["o_sk"], True) | v_hazard):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
