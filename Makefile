@@ -22,7 +22,7 @@ SIMENV := env MAKEFLAGS="CFG_CXXFLAGS_PCH_I=-include" PYTHONWARNINGS=error
 
 help:
 	@echo "make demo       generate the accelerator and run a demo contraction (sets up .venv)"
-	@echo "make test       the test suite (24-29 min on 2 cores by the machine's speed; goal 25)"
+	@echo "make test       the test suite (21-33 min on 2 cores by the machine's speed; goal 25)"
 	@echo "make scalesim   SCALE-Sim 3.0 in its own .venv-scalesim (made by make test)"
 	@echo "make test-full  every test, including the full-size and long runs"
 	@echo "make test-durations  make test, then tests/durations.json (its order: longest first)"
