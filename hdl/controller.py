@@ -185,14 +185,14 @@ class Decoder(wiring.Component):
             f[name] = getattr(self, f"f_{name}")
             m.d.comb += f[name].eq(ins[pos:pos + bits])
         # stage 1a (FETCH): on the word as it leaves the instruction memory, registered with it
-        grid_r = self._grid(m, raw, "r_")
+        grid_r = _grid(m, raw, "r_")
         flow_r = self._dataflow(m, raw, "r_", ("stationary", "loads", "out_rows"))
         early = {**self._offsets(m, raw, grid_r), **_products(self._cfg, self._geo, raw, grid_r, flow_r)}
         fetched = hold(m, self.fetch, {"word": self.word, **early}, "f_")
         # stage 1b (DECODE): on the fetched word and stage 1a's registers, registered with the word
         fw = fetched["word"]
         w = {name: fw[pos:pos + bits] for name, (pos, bits) in LAYOUT.items()}
-        grid_d = self._grid(m, w, "d_", ("gk", "ces", "groups"))
+        grid_d = _grid(m, w, "d_", ())
         flow_d = self._dataflow(m, w, "d_")
         offs_d = {k: fetched[k] for k in ("a_off", "b_off", "o_off", "active", "group_active")}
         max_d = _maxima(m, self._cfg, self._geo, w, {k: v for k, v in fetched.items() if k.startswith("t_")})
@@ -240,21 +240,6 @@ class Decoder(wiring.Component):
             m.d.comb += err.eq(codes[Opcode.DMA])
         return err
 
-    def _grid(self, m, f, prefix: str, names=("gm", "gn", "gk", "ces", "groups")) -> dict[str, Signal]:
-        """Of the CE grid of the fields ``log_gm``, ``log_gn``, ``log_gk`` (its sides ``gm``, ``gn``,
-        ``gk``, the number of CEs ``ces`` and of reduction groups ``groups``), those in ``names``
-        (combinational; keys and signal names start with ``prefix``)."""
-        side = range((1 << MAX_LOG_GRID) + 1)
-        count = range((1 << 3 * MAX_LOG_GRID) + 1)
-        logs = {"gm": f["log_gm"], "gn": f["log_gn"], "gk": f["log_gk"],
-                "ces": f["log_gm"] + f["log_gn"] + f["log_gk"], "groups": f["log_gm"] + f["log_gn"]}
-        out = {}
-        for name in names:
-            out[prefix + name] = Signal(side if name.startswith("g") and name != "groups" else count,
-                                        name=prefix + name)
-            m.d.comb += out[prefix + name].eq(Const(1) << logs[name])
-        return out
-
     def _offsets(self, m, f, grid) -> dict:
         """Stage 1a: ``a_off``, ``b_off``, ``o_off`` (lists), ``active`` and ``group_active``
         (combinational on the fields ``f`` and the grid of :meth:`_grid` with prefix ``r_``).
@@ -275,7 +260,9 @@ class Decoder(wiring.Component):
                  for op in ("a", "b")}
         terms["o"] = _bit_terms(m, self._cfg, "o_t", Const(0, lgk.shape()), lgn, Const(0, 1), f["o_sn"], f["o_sm"])
         for c in range(E):
-            m.d.comb += [out["active"][c].eq(c < grid["r_ces"]), out["group_active"][c].eq(c < grid["r_groups"])]
+            # c < 2**s is s >= bit_length(c)
+            m.d.comb += [out["active"][c].eq(grid["r_log_ces"] >= c.bit_length() if c else 1),
+                         out["group_active"][c].eq(grid["r_log_groups"] >= c.bit_length() if c else 1)]
             top = c.bit_length() - 1
             for op in ("a", "b", "o"):
                 m.d.comb += out[f"{op}_off"][c].eq(out[f"{op}_off"][c - (1 << top)] + terms[op][top] if c else 0)
@@ -406,13 +393,13 @@ class Decoder(wiring.Component):
         """Stage 1b: the error code of a GEMM (:func:`gen.design.isa.check`), combinational on the
         fetched fields and stage 1b's grid, maxima and checks ``d`` (:meth:`_gemm_static`)."""
         E, geo = self._cfg.num_ces, self._geo
-        gk = d["gk"]
         L = self._cfg.lanes
         tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
-        o_tr_bad = tr["o"] & ((gk != 1) | (d["groups"] < L)) if L > 1 else Const(0)
+        # gk != 1, groups < L and ces > E on the grid's logarithms (:meth:`_grid`)
+        o_tr_bad = tr["o"] & ((f["log_gk"] != 0) | (d["log_groups"] < (L - 1).bit_length())) if L > 1 else Const(0)
         HALF, ACC = geo.unified_half_rows, geo.accum_rows
         err = Signal(ErrorCode, name="gemm_error")
-        with m.If((f["mode"] > max(Dataflow)) | (d["ces"] > E) | (f["K"] == 0) | (f["L0"] == 0)
+        with m.If((f["mode"] > max(Dataflow)) | (d["log_ces"] >= E.bit_length()) | (f["K"] == 0) | (f["L0"] == 0)
                   | (f["L1"] == 0) | o_tr_bad):
             m.d.comb += err.eq(ErrorCode.BAD_SHAPE)
         with m.Elif(_at_least(d["a_max"], HALF) | _at_least(d["b_max"], HALF)):
@@ -504,6 +491,22 @@ class Decoder(wiring.Component):
         with m.Elif(v_conf(f["a_sk"], False) | v_conf(f["o_sk"], True) | v_hazard):
             m.d.comb += err.eq(ErrorCode.BANK_CONFLICT)
         return err
+
+
+def _grid(m: Module, f, prefix: str, names=("gm", "gn", "gk")) -> dict[str, Signal]:
+    """Of the CE grid of the fields ``log_gm``, ``log_gn``, ``log_gk``: the sides ``gm``, ``gn``,
+    ``gk`` in ``names``, and the base-2 logarithms of the number of CEs and of reduction groups,
+    ``log_ces`` and ``log_groups`` (combinational; keys and signal names start with ``prefix``).
+    The checks compare the logarithms: ``2**s > E`` is ``s >= E.bit_length()``, a compare of
+    a few bits instead of a carry chain as wide as ``2**s``."""
+    out = {}
+    for name in names:
+        out[prefix + name] = Signal(range((1 << MAX_LOG_GRID) + 1), name=prefix + name)
+        m.d.comb += out[prefix + name].eq(Const(1) << f[f"log_{name}"])
+    for name, s_ in (("log_ces", f["log_gm"] + f["log_gn"] + f["log_gk"]), ("log_groups", f["log_gm"] + f["log_gn"])):
+        out[prefix + name] = Signal(range(3 * MAX_LOG_GRID + 1), name=prefix + name)
+        m.d.comb += out[prefix + name].eq(s_)
+    return out
 
 
 def _bit_terms(m: Module, cfg: FettaConfig, name: str, lgk, lgn, sr, sn, sm) -> list[Signal]:

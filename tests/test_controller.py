@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gen.design.config import FettaConfig
-from gen.design.isa import ErrorCode, Geometry, Instr, check
+from gen.design.isa import LOG_GRID_BITS, ErrorCode, Geometry, Instr, check
 from hdl.controller import Decoder
 
 CFG = FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16)
@@ -22,10 +22,12 @@ GEO = Geometry.of(CFG)
 @st.composite
 def instrs(draw):
     small = st.integers(0, 9)
+    # grid sides up to the field's largest (the checks compare the logarithms' sums)
+    grid_log = st.one_of(st.integers(0, 2), st.just((1 << LOG_GRID_BITS) - 1))
     addr = st.one_of(st.integers(0, 40), st.integers(GEO.accum_rows - 20, GEO.unified_half_rows + 5))
     kw = {"opcode": draw(st.sampled_from([3, 3, 3, 4, 5, 1, 7, 8])), "flags": draw(st.integers(0, 3)),
           "mode": draw(st.sampled_from([0, 0, 0, 0, 0, 1])),
-          "log_gm": draw(st.integers(0, 2)), "log_gn": draw(st.integers(0, 2)), "log_gk": draw(st.integers(0, 2)),
+          **{f"log_g{d}": draw(grid_log) for d in "mnk"},
           "K": draw(st.sampled_from([1, 2, 5, 12, 0])), "L0": draw(st.sampled_from([1, 3, 0])),
           "L1": draw(st.sampled_from([1, 2, 4])),
           "w_base": draw(addr), "tr": draw(st.sampled_from([0, 0, 1, 2, 3, 4, 7]))}
