@@ -63,7 +63,11 @@ class Sram(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.macro = mem = Memory(shape=unsigned(self._width), depth=self._depth, init=[])
+        # no_rw_check: what the macro returns for a read of the row written in the same cycle does not
+        # matter (the forwarding below replaces it), so Yosys adds no collision logic of its own
+        # (on ECP5 it otherwise registers every write and compares addresses in front of each read)
+        m.submodules.macro = mem = Memory(shape=unsigned(self._width), depth=self._depth, init=[],
+                                          attrs={"no_rw_check": 1})
         wp = mem.write_port()
         m.d.comb += [wp.addr.eq(self.w_addr), wp.data.eq(self.w_data), wp.en.eq(self.w_en)]
         written = hold(m, self.w_en, {"data": self.w_data}, "fwd_")["data"]
