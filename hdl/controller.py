@@ -242,7 +242,7 @@ class Decoder(wiring.Component):
 
     def _offsets(self, m, f, grid) -> dict:
         """Stage 1a: ``a_off``, ``b_off``, ``o_off`` (lists), ``active`` and ``group_active``
-        (combinational on the fields ``f`` and the grid of :meth:`_grid` with prefix ``r_``).
+        (combinational on the fields ``f`` and the grid of :func:`_grid` with prefix ``r_``).
 
         CE ``c = (im * gn + in) * gk + ik`` reads ``im * x_sm + in * x_sn + ik * x_sr`` past
         the temporal address of operand ``x``; group ``g = im * gn + in`` writes
@@ -395,7 +395,7 @@ class Decoder(wiring.Component):
         E, geo = self._cfg.num_ces, self._geo
         L = self._cfg.lanes
         tr = {op: f["tr"][i] for i, op in enumerate(("a", "b", "o"))}
-        # gk != 1, groups < L and ces > E on the grid's logarithms (:meth:`_grid`)
+        # gk != 1, groups < L and ces > E on the grid's logarithms (:func:`_grid`)
         o_tr_bad = tr["o"] & ((f["log_gk"] != 0) | (d["log_groups"] < (L - 1).bit_length())) if L > 1 else Const(0)
         HALF, ACC = geo.unified_half_rows, geo.accum_rows
         err = Signal(ErrorCode, name="gemm_error")
