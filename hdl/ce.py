@@ -206,11 +206,13 @@ class CE(wiring.Component):
         # Row skew: row r sees the IA element, its flags and the horizontal IB
         # load r * S cycles late (S = add_latency: a Psum takes S cycles per PE row).
         # The horizontal loads ride on the same skew so that a column load reaches
-        # row r exactly when row r has swapped.
+        # row r exactly when row r has swapped. The mode rides along too (it is held while
+        # anything is in flight, so row r may read it r * S cycles late): each row's PEs
+        # read their own register instead of one decode fanned out to every PE.
         skew = []
         for r in range(R):
             stage = {"a": self.ia.data[r], "valid": self.ia.valid, "first": self.ia.first,
-                     "last": self.ia.last, "swap": self.ia.swap,
+                     "last": self.ia.last, "swap": self.ia.swap, "os": os_mode,
                      "hl_valid": self.ib.valid & horizontal, "hl_index": self.ib.index,
                      "hl_data": self.ib.data[r]}
             for d in range(r * S):
@@ -247,7 +249,7 @@ class CE(wiring.Component):
                 s = skew[r]
                 m.d.comb += [
                     pe.a.eq(s["a"]), pe.valid.eq(s["valid"]), pe.first.eq(s["first"]),
-                    pe.last.eq(s["last"]), pe.swap.eq(s["swap"]), pe.os.eq(os_mode),
+                    pe.last.eq(s["last"]), pe.swap.eq(s["swap"]), pe.os.eq(s["os"]),
                     pe.b_in.eq(self.ib.data[c] if r == 0 else pes[r - 1][c].b_out),
                     pe.psum_in.eq(psum_top[c] if r == 0 else pes[r - 1][c].psum_out),
                 ]
