@@ -32,7 +32,8 @@ PIPE37 = {"mul_latency": 3, "add_latency": 7}
 #: rows: (block, configuration "default" or "small", ``--set`` overrides). The vector unit's lanes
 #: are identical and parallel, so 4 of them have the critical path of 64.
 ROWS = [("pe", "default", {}), ("pe", "default", PIPE3), ("pe", "default", PIPE7), ("pe", "default", PIPE37),
-        ("ce", "default", {}), ("ce", "default", PIPE3), ("ce", "default", PIPE37),
+        ("ce", "default", {}), ("ce", "default", PIPE3), ("ce", "default", PIPE7),
+        ("ce", "default", PIPE37),
         ("dist_net", "small", {}), ("red_net", "small", {}), ("red_net", "small", PIPE3),
         ("red_net", "small", PIPE7),
         ("vector_unit", "small", {"vector_lanes": 4}), ("vector_unit", "small", {"vector_lanes": 4, **PIPE7}),
