@@ -208,7 +208,7 @@ class CE(wiring.Component):
         # The horizontal loads ride on the same skew so that a column load reaches
         # row r exactly when row r has swapped. The mode rides along too (it is held while
         # anything is in flight, so row r may read it r * S cycles late): each row's PEs
-        # read their own register instead of one decode fanned out to every PE.
+        # (rows 1..R-1) read their own register instead of one decode fanned out to every PE.
         skew = []
         for r in range(R):
             stage = {"a": self.ia.data[r], "valid": self.ia.valid, "first": self.ia.first,
