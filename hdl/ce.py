@@ -69,8 +69,9 @@ that ends ``t``):
   Two ``last`` vectors must not be a multiple of ``S`` cycles apart below ``R * S``
   (interleaved tiles are 1 .. S - 1 cycles apart, groups ``S * max(K, R)``);
   otherwise rows collide on the drain port and raise ``overrun``.
-* ``mode`` must be held while anything is in flight (change it only when the
-  CE has drained).
+* ``mode`` is decoded into registers: present it at least one cycle before the
+  first vector or IB load of the mapping, and hold it while anything is in flight
+  (change it only when the CE has drained).
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ class CE(wiring.Component):
     Members
     -------
     mode : In(CEMode)
-        The mapping; quasi-static (change it only when the CE is drained).
+        The mapping; quasi-static: set at least one cycle before its first vector or load,
+        changed only when the CE is drained.
     ia : In(IASignature)
         IA vectors with their flags.
     ib : In(IBSignature)
@@ -196,9 +198,11 @@ class CE(wiring.Component):
         M, S = self._mul_latency, self._add_latency
         aw = acc_width(self._datatype, self._int_acc_width)
 
+        # The mode is decoded into registers: it comes at least a cycle before the first vector or
+        # load that needs it, so no decode sits between the mode port and the PEs.
         os_mode = Signal(name="os_mode")
         horizontal = Signal(name="horizontal")
-        m.d.comb += [
+        m.d.sync += [
             os_mode.eq((self.mode == CEMode.OS_AB) | (self.mode == CEMode.OS_BA)),
             horizontal.eq((self.mode == CEMode.WS_H) | (self.mode == CEMode.IS_H)),
         ]
@@ -207,8 +211,8 @@ class CE(wiring.Component):
         # load r * S cycles late (S = add_latency: a Psum takes S cycles per PE row).
         # The horizontal loads ride on the same skew so that a column load reaches
         # row r exactly when row r has swapped. The mode rides along too (it is held while
-        # anything is in flight, so row r may read it r * S cycles late): each row's PEs
-        # (rows 1..R-1) read their own register instead of one decode fanned out to every PE.
+        # anything is in flight, so row r may read it r * S cycles late): each row's PEs read
+        # their own register instead of one register fanned out to every PE.
         skew = []
         for r in range(R):
             stage = {"a": self.ia.data[r], "valid": self.ia.valid, "first": self.ia.first,
@@ -267,11 +271,11 @@ class CE(wiring.Component):
         # Drain port: a tile's rows finish S cycles apart (the skew) and the S interleaved
         # tiles of a group one cycle apart, so the drain register of row r holds one result
         # per cycle and is read in the cycle the result appears.
-        # The output side reads the mode a register late (``os_out``): a result leaves M + S >= 2
-        # cycles after its vector, and the mode is held from the vector until then.
+        # The output side reads the decoded mode (a register): a result leaves M + S >= 2 cycles
+        # after its vector, and the mode is held from before the vector until then.
         drain_valid = Signal(R, name="drain_valid")
         m.d.comb += drain_valid.eq(sum((pes[r][0].drain_valid << r for r in range(R)), 0))
-        with m.If(delay(m, os_mode, 1, "os_out")):
+        with m.If(os_mode):
             for r in range(R):
                 with m.If(drain_valid[r]):
                     m.d.comb += self.psum.valid.eq(1)

@@ -17,7 +17,9 @@ ia_rows, ib_rows : In(lanes * elem_bits).array(ports)
     ``first``/``last`` (OS tile bounds), ``swap`` (IS/WS first vector), ``ib_index`` (load index).
     The networks register them: the CEs see them in ``t + 1``.
 mode : In(CEMode), red_mode : In(mode_word_bits(ports)), log_gk : In(LOG_GRID_BITS), active : In(num_ces)
-    Quasi-static for the whole instruction.
+    Quasi-static for the whole instruction. ``mode`` is set no later than the cycle of the
+    instruction's first ``ia_go`` / ``ib_go``: the CEs decode it into registers, one cycle before
+    that vector or load reaches them.
 a_tr, b_tr, o_tr : In(1)
     The transpose layers of the IA / IB distribution networks (rows entering with them) and of the
     reduction network (Psums entering with it); quasi-static (:class:`gen.design.isa.Transpose`).

@@ -30,6 +30,7 @@ def run_amaranth(dut: CE, prog, *, extra_cycles: int = 4):
 
     async def tb(ctx):
         ctx.set(dut.mode, prog.mode)
+        await ctx.tick()  # the CE decodes the mode into registers: it comes a cycle early
         for t in range(prog.cycles + extra_cycles):
             cyc = prog.inputs[t] if t < prog.cycles else None
             if cyc is not None:

@@ -98,7 +98,6 @@ class CEDriver:
 
     async def run(self):
         dut, prog = self.dut, self.prog
-        dut.mode.value = prog["mode_value"]
         rows, lanes_ib = prog["rows"], max(prog["rows"], prog["cols"])
         for t, cyc in enumerate(prog["inputs"]):
             ia = cyc["ia"]
@@ -138,6 +137,7 @@ async def ce_programs(dut):
         board = Scoreboard(prog)
         monitor = CEMonitor(dut, prog["cols"], aw, board)
         driver = CEDriver(dut, prog, ew, aw, monitor)
+        dut.mode.value = prog["mode_value"]  # a cycle before the first vector: the CE registers its decode
         await RisingEdge(dut.clk)
         t0 = time.perf_counter()
         mon = cocotb.start_soon(monitor.run(prog["cycles"] + 4))
