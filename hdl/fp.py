@@ -179,17 +179,18 @@ class BF16Mul(wiring.Component):
         over = Mux(carry, v["over1"], v["over0"])
         frac = Signal(23, name="frac")
         m.d.comb += frac.eq(Mux(carry, Cat(Const(0, 8), v["prod"][0:15]), Cat(Const(0, 9), v["prod"][0:14])))
-        sign = v["sign"]
-        with m.If(v["nan"]):
-            m.d.comb += self.o.eq(F32_QNAN)
-        with m.Elif(v["inf"]):
-            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
-        with m.Elif(v["zero"] | under):
-            m.d.comb += self.o.eq(Cat(Const(0, 31), sign))
-        with m.Elif(over):
-            m.d.comb += self.o.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
-        with m.Else():
-            m.d.comb += self.o.eq(Cat(frac, exp, sign))
+        # the special cases (NaN, then infinity, then zero or underflow, then overflow) as AND / OR
+        # masks rather than a priority of constant words: a register behind a constant-word choice
+        # becomes a flip-flop with a synchronous reset, whose slice-wide reset net the FPGA router
+        # then has to reach (the CE's M3S7 path ended on it)
+        nan, inf = v["nan"], v["inf"]
+        flush = ~nan & ~inf & (v["zero"] | under)          # +-0
+        ones = nan | inf | (~flush & over)                # exponent all ones
+        normal = ~nan & ~inf & ~flush & ~over
+        m.d.comb += self.o.eq(Cat(
+            (frac & normal.replicate(23)) | Cat(Const(0, 22), nan),  # the quiet NaN's fraction bit
+            (exp & normal.replicate(8)) | ones.replicate(8),
+            v["sign"] & ~nan))
         return m
 
 
