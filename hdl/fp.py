@@ -123,7 +123,7 @@ class BF16Mul(wiring.Component):
 
     Logic depth: one 8x8 unsigned multiplier (pipelined: a 10-bit, a 12-bit and a 16-bit carry
     chain behind the radix-4 row multiplexers) in parallel with a 9-bit exponent adder, then a
-    1-bit normalisation mux and the special-case muxes.
+    1-bit normalisation mux and the special-case masks.
     """
 
     def __init__(self, *, stages: int = 0):
