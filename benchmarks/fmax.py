@@ -1,6 +1,6 @@
 """Fmax benchmark: every block placed and routed on the ECP5, with its critical path.
 
-    python -m benchmarks fmax [--blocks pe ce ...] [--seeds 1 2 3] [--no-docs]
+    python -m benchmarks fmax [--blocks pe ce ...] [--seeds 1 2 3] [--nextpnr-opts OPTS] [--no-docs]
 
 Each block of ``hdl.TOPS`` is synthesized with Yosys ``synth_ecp5`` and placed and routed by
 nextpnr-ecp5 (LFE5U-85F, CABGA381, speed 6, seed 1 or each of ``--seeds``; :mod:`gen.toolflow.fpga`, the flow of
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import shlex
 from pathlib import Path
 
 from benchmarks._docs import publish
@@ -53,7 +54,11 @@ def main(argv=None) -> int:
                     help="nextpnr placement seeds per row (default 1); with several the row gives the median "
                          "Fmax, the range and the median run's critical path (placement alone moves a "
                          "block's Fmax by 5-10 %%)")
+    ap.add_argument("--nextpnr-opts", default="", metavar="OPTS",
+                    help="more nextpnr arguments in one string, e.g. \"--tmg-ripup --placer-heap-timingweight 40\" "
+                         "(docs/synthesis.md, \"nextpnr options\": they helped the CE and not every block)")
     args = ap.parse_args(argv)
+    extra = shlex.split(args.nextpnr_opts)
     rows = []
     for name, which, overrides in ROWS:
         if name not in args.blocks:
@@ -63,13 +68,15 @@ def main(argv=None) -> int:
             config = config.replace(**overrides)
             which += ", " + ", ".join(f"{k}={v}" for k, v in overrides.items())
         print(f"fmax: {name} ({which}) ...", flush=True)
-        runs = [fpga_block(name, config, harness=True, seed=seed) for seed in args.seeds]
+        runs = [fpga_block(name, config, harness=True, seed=seed, nextpnr_options=extra)
+                for seed in args.seeds]
         r, fmax = _median_run(runs)
         rows.append(f"| `{name}` | {which} | {r.mode} | {r.lut4:,} | {r.carry:,} | {r.flip_flops:,} | {r.dsp} | "
                     f"{r.bram} | {fmax} | {r.critical_path or '—'} | {sum(x.seconds for x in runs):.0f} s"
                     f"{' (cached)' if all(x.cached for x in runs) else ''} |")
     table = "\n".join([
-        f"nextpnr-ecp5 (yowasp), LFE5U-85F speed 6, {_seeds_text(args.seeds)}, constraint 100 MHz; "
+        f"nextpnr-ecp5 (yowasp){' ' + ' '.join(extra) if extra else ''}, LFE5U-85F speed 6, "
+        f"{_seeds_text(args.seeds)}, constraint 100 MHz; "
         f"{platform.machine()}, "
         "shared 2-core machine. `default`: bf16, 4x4 PEs; `small`: `configs/small.toml` (4 CEs of 2x2, "
         "4 ports / banks, 2 lanes, 16 KiB unified, 8 KiB accumulation, 8 vector lanes). Without `mul_latency` / `add_latency` "

@@ -402,6 +402,15 @@ def test_fpga_flow_reports_dsp_ff_ram_and_fmax(tmp_path, monkeypatch):
     # its 120-bit accumulator (and the memory's read registers)
     assert 120 <= wide.flip_flops < 200
     assert wide.critical_path is not None and "dut." not in wide.critical_path
+    # more nextpnr arguments: another run (they are in the cache key), the same netlist; a bad one
+    # is the flow's error, naming nextpnr
+    tuned = fpga.place_and_route(toy_verilog(width=8, depth=16, acc_width=24), "fetta_toy",
+                                 nextpnr_options=["--tmg-ripup", "--placer-heap-timingweight", "40"])
+    assert not tuned.cached and (tuned.lut4, tuned.flip_flops, tuned.dsp) == (res.lut4, res.flip_flops, res.dsp)
+    assert tuned.fmax > 0
+    with pytest.raises(fpga.FpgaError, match="nextpnr"):
+        fpga.place_and_route(toy_verilog(width=8, depth=16, acc_width=24), "fetta_toy",
+                             nextpnr_options=["--no-such-option"])
 
 
 def test_timing_harness_registers_every_port():

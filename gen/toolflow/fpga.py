@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from gen.errors import FettaError
 from gen.toolflow.synth import CACHE_DIR, ROOT, find_yosys, parse_stat
@@ -177,11 +177,14 @@ def timing_harness(netlist: Mapping[str, Any], module: str) -> str:
 
 def place_and_route(verilog: str, module: str, *, top: str | None = None, target: str = DEFAULT_TARGET,
                     timeout: float | None = None, seed: int = 1, cache: bool = True,
-                    config: Mapping[str, Any] | None = None, harness: bool | None = None) -> FpgaResult:
+                    config: Mapping[str, Any] | None = None, harness: bool | None = None,
+                    nextpnr_options: Sequence[str] = ()) -> FpgaResult:
     """Run ``synth_ecp5`` and nextpnr on Verilog text (top module ``module``). ``harness``: place the
     block out of context inside :func:`timing_harness` (``None``: only when its ports outnumber the
     package's pins; ``True`` also for a block that would fit them, whose ports on IO pads around the
-    device would otherwise pull its registers apart)."""
+    device would otherwise pull its registers apart). ``nextpnr_options``: more nextpnr arguments
+    (``--tmg-ripup``, ``--placer-heap-timingweight 40``, ...), after the flow's own; they are part
+    of the cache key."""
     if target not in TARGETS:
         raise FpgaError(f"unknown target {target!r} (known: {', '.join(TARGETS)})", field="--fpga-target")
     dev, package, speed, lpf_name = TARGETS[target]
@@ -192,7 +195,8 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
 
     def cache_file(forced: bool) -> Path:
         key = hashlib.sha256("\0".join([verilog, module, target, lpf.read_text(), version, str(seed), HARNESS_MODULE]
-                                       + (["harness"] if forced else [])).encode()).hexdigest()[:20]
+                                       + (["harness"] if forced else []) + list(nextpnr_options)).encode()
+                             ).hexdigest()[:20]
         return CACHE_DIR / f"fpga-{module}-{key}.json"
 
     # a block placed out of context by its port count is the same run with the harness forced
@@ -238,7 +242,8 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
             (tdir / "design.json").unlink()
             yosys_run(f"read_verilog -sv design.v harness.v\nsynth_ecp5 -top {HARNESS_MODULE} -json design.json\n")
         cmd = [*nextpnr, dev, "--package", package, "--speed", speed, "--json", "design.json",
-               "--report", "report.json", "--seed", str(seed), "--threads", "1", "--timing-allow-fail"]
+               "--report", "report.json", "--seed", str(seed), "--threads", "1", "--timing-allow-fail",
+               *nextpnr_options]
         if mode == "in-context":
             # a copy next to the design: the WebAssembly nextpnr only sees the paths its runtime mounts
             (tdir / "constraints.lpf").write_text(lpf.read_text())
