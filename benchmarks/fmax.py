@@ -56,7 +56,7 @@ def main(argv=None) -> int:
                          "block's Fmax by 5-10 %%)")
     ap.add_argument("--nextpnr-opts", default="", metavar="OPTS",
                     help="more nextpnr arguments in one string, e.g. \"--tmg-ripup --placer-heap-timingweight 40\" "
-                         "(docs/synthesis.md, \"nextpnr options\": they helped the CE and not every block)")
+                         "(docs/synthesis.md, \"FPGA flow (ECP5)\": they helped the CE and not every block)")
     args = ap.parse_args(argv)
     extra = shlex.split(args.nextpnr_opts)
     rows = []
