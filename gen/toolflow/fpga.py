@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -72,6 +72,9 @@ class FpgaResult:
     #: the slowest register-to-register path of ``clk``: ``"FROM -> TO: N logic levels, x ns logic
     #: + y ns routing"`` (nextpnr's report; None when it has none)
     critical_path: str | None = None
+    #: nextpnr's placement seed and the arguments added to the flow's own (``nextpnr_options``)
+    seed: int = 1
+    nextpnr_options: list[str] = field(default_factory=list)
 
     @property
     def fmax(self) -> float | None:
@@ -207,7 +210,8 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
                 continue
             d.pop("fmax", None)
             res = FpgaResult(**d)
-            res.cached, res.top = True, top or res.top
+            # both are in the cache key; runs cached before they were reported lack them
+            res.cached, res.top, res.seed, res.nextpnr_options = True, top or res.top, seed, list(nextpnr_options)
             return res
     t0 = time.perf_counter()
     deadline = None if timeout is None else t0 + timeout
@@ -269,7 +273,7 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
                      bram=cells.get("DP16KD", 0), dist_ram=cells.get("TRELLIS_DPR16X4", 0),
                      utilization=util, fmax_mhz=fmax, constraint_mhz=freq,
                      seconds=time.perf_counter() - t0, config=dict(config) if config is not None else None,
-                     critical_path=critical_path(report))
+                     critical_path=critical_path(report), seed=seed, nextpnr_options=list(nextpnr_options))
     if cache:
         cfile = cache_file(bool(harness) and bits <= PACKAGE_IO)
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
