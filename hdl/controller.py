@@ -553,7 +553,9 @@ def _products(cfg: FettaConfig, geo: Geometry, f, grid, flow) -> dict[str, Value
     lv = max(geo.vec_rows, 1).bit_length() - 1
     for kind, shift in (("move", lb), ("vec", lv)):
         rows_m1 = (f["K"] << shift) - 1
-        out[f"t_{kind}_a"] = rows_m1 * f["a_sk"]
+        # one row per K (one bank, one vector row): the A product is GEMM's own ``t_a_k``; built
+        # twice, Yosys merges the two multipliers in some netlists and not in others
+        out[f"t_{kind}_a"] = out["t_a_k"] if shift == 0 else rows_m1 * f["a_sk"]
         out[f"t_{kind}_o"] = rows_m1 * f["o_sk"]
     return out
 
