@@ -74,10 +74,12 @@ def _le_const(x, c: int):
 def _product_sums(m: Module, ma, mb):
     """The 8x8 significand product ``ma * mb`` in LUTs and carry chains up to two partial sums
     ``sum0 + (sum1 << 4)``: four radix-4 rows ``ma * mb[2j:2j+2]``, each a 4:1 multiplexer of
-    ``0, ma, 2 ma, 3 ma`` (``3 ma`` one carry chain on ``ma``, beside the selects), added in pairs
-    (two 12-bit carry chains)."""
-    ma3 = Signal(10, name="ma3")
-    m.d.comb += ma3.eq(ma + (ma << 1))
+    ``0, ma, 2 ma, 3 ma`` (``3 ma`` one 9-bit carry chain on ``ma``, beside the selects), added in
+    pairs (two 10-bit carry chains). Every add starts its chain at the first bit where both
+    operands can be non-zero: the bits below are the lower operand's, wired past the chain rather
+    than left to synthesis (one logic level fewer in the PE's first multiplier stage on the ECP5)."""
+    ma3 = Signal(10, name="ma3")   # bit 0 is ma's: the carry chain starts at bit 1
+    m.d.comb += ma3.eq(Cat(ma[0], ma[1:] + ma))
     rows = []
     for j in range(4):
         lo, hi = mb[2 * j], mb[2 * j + 1]
@@ -86,8 +88,8 @@ def _product_sums(m: Module, ma, mb):
         rows.append(row)
     sums = {}
     for k in range(2):
-        total = Signal(12, name=f"sum{k}")
-        m.d.comb += total.eq(rows[2 * k] + (rows[2 * k + 1] << 2))
+        total = Signal(12, name=f"sum{k}")   # the low two bits are the lower row's
+        m.d.comb += total.eq(Cat(rows[2 * k][:2], rows[2 * k][2:] + rows[2 * k + 1]))
         sums[f"sum{k}"] = total
     return sums
 
@@ -121,7 +123,7 @@ class BF16Mul(wiring.Component):
         FP32 product, valid :attr:`latency` (= ``stages``) cycles after ``a``, ``b``; one
         operand pair per cycle.
 
-    Logic depth: one 8x8 unsigned multiplier (pipelined: a 10-bit, a 12-bit and a 16-bit carry
+    Logic depth: one 8x8 unsigned multiplier (pipelined: a 9-bit, a 10-bit and a 12-bit carry
     chain behind the radix-4 row multiplexers) in parallel with a 9-bit exponent adder, then a
     1-bit normalisation mux and the special-case masks.
     """
@@ -158,7 +160,7 @@ class BF16Mul(wiring.Component):
             m.d.comb += prod.eq(ma * mb)  # the ECP5 maps it to a DSP (MULT18X18D), combinationally
         else:
             v = stage(m, cuts, "sums", **v, **_product_sums(m, ma, mb))
-            m.d.comb += prod.eq(v["sum0"] + (v["sum1"] << 4))
+            m.d.comb += prod.eq(Cat(v["sum0"][:4], v["sum0"][4:] + v["sum1"]))   # the low four bits are sum0's
         a_inf, b_inf = v["a_emax"] & ~v["a_frac"], v["b_emax"] & ~v["b_frac"]
         a_nan, b_nan = v["a_emax"] & v["a_frac"], v["b_emax"] & v["b_frac"]
         nan, inf, zero = Signal(name="nan"), Signal(name="inf"), Signal(name="zero")
