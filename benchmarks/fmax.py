@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import shlex
 from pathlib import Path
 
 from benchmarks._docs import publish
@@ -45,7 +44,8 @@ BLOCKS = sorted({b for b, _, _ in ROWS})
 
 def main(argv=None) -> int:
     from gen.design.config import FettaConfig, load_config
-    from gen.toolflow.fpga import fpga_block
+    from gen.errors import UsageError
+    from gen.toolflow.fpga import fpga_block, parse_nextpnr_options
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks fmax", description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", nargs="+", default=BLOCKS, choices=BLOCKS)
@@ -58,7 +58,10 @@ def main(argv=None) -> int:
                     help="more nextpnr arguments in one string, e.g. \"--tmg-ripup --placer-heap-timingweight 40\" "
                          "(docs/synthesis.md, \"FPGA flow (ECP5)\": they helped the CE and not every block)")
     args = ap.parse_args(argv)
-    extra = shlex.split(args.nextpnr_opts)
+    try:
+        extra = parse_nextpnr_options(args.nextpnr_opts)
+    except UsageError as exc:
+        ap.error(str(exc))  # exit 2 with the usage line, as for any other bad option
     rows = []
     for name, which, overrides in ROWS:
         if name not in args.blocks:

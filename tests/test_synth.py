@@ -441,6 +441,22 @@ def test_cli_synth_fpga_seed_and_nextpnr_options(tmp_path, monkeypatch, capsys):
         assert len(err) == 1 and names in err[0]
 
 
+def test_nextpnr_options_one_parser_for_the_cli_and_the_benchmark(capsys):
+    from benchmarks import fmax
+    from gen.errors import UsageError
+    from gen.toolflow.fpga import format_nextpnr_options, parse_nextpnr_options
+
+    opts = parse_nextpnr_options("--tmg-ripup --placer-heap-timingweight 40 --pre-place 'a b.py'")
+    assert opts == ["--tmg-ripup", "--placer-heap-timingweight", "40", "--pre-place", "a b.py"]
+    assert parse_nextpnr_options(format_nextpnr_options(opts)) == opts and parse_nextpnr_options("") == []
+    with pytest.raises(UsageError, match="--nextpnr-opts.*closing quotation"):
+        parse_nextpnr_options("'unclosed")
+    # the benchmark: a usage error (exit 2) before any block is built
+    with pytest.raises(SystemExit) as exc:
+        fmax.main(["--nextpnr-opts='unclosed", "--no-docs"])
+    assert exc.value.code == 2 and "--nextpnr-opts" in capsys.readouterr().err
+
+
 def test_timing_harness_registers_every_port():
     from gen.toolflow.fpga import HARNESS_MODULE, FpgaError, timing_harness
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -12,7 +11,7 @@ from gen.cli.common import (add_config_arguments, add_json_argument, config_from
 from gen.toolflow.synth import synth_block
 import hdl
 from gen.errors import ConfigError, FettaError
-from gen.toolflow.fpga import fpga_block, format_fpga
+from gen.toolflow.fpga import format_nextpnr_options, fpga_block, format_fpga, parse_nextpnr_options
 from gen.progress import interactive, progress
 from gen.toolflow.synth import SPAWN, find_yosys, format_table3, table3, table3_plan
 
@@ -52,16 +51,13 @@ def _one(name: str, config, timeout, cache):
 
 def _fpga_options(args: argparse.Namespace) -> dict:
     """The keyword arguments of :func:`fpga_block` that the command line sets."""
-    try:
-        extra = shlex.split(args.nextpnr_opts)
-    except ValueError as exc:
-        raise ConfigError(f"--nextpnr-opts {args.nextpnr_opts!r}: {exc}", field="--nextpnr-opts") from None
+    extra = parse_nextpnr_options(args.nextpnr_opts)
     return {"target": args.fpga_target, "timeout": args.timeout, "cache": not args.no_cache,
             "harness": args.fpga_harness or None, "seed": args.fpga_seed, "nextpnr_options": extra}
 
 
 def _fpga_note(res) -> str:
-    extra = f", nextpnr options: {shlex.join(res.nextpnr_options)}" if res.nextpnr_options else ""
+    extra = f", nextpnr options: {format_nextpnr_options(res.nextpnr_options)}" if res.nextpnr_options else ""
     return f"nextpnr seed {res.seed}{extra}; constraint {res.constraint_mhz:g} MHz"
 
 

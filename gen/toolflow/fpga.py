@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from gen.errors import FettaError
+from gen.errors import FettaError, UsageError
 from gen.toolflow.synth import CACHE_DIR, ROOT, find_yosys, parse_stat
 import hdl
 
@@ -84,6 +85,21 @@ class FpgaResult:
         d = asdict(self)
         d["fmax"] = self.fmax
         return d
+
+
+def parse_nextpnr_options(text: str, *, option: str = "--nextpnr-opts") -> list[str]:
+    """The extra nextpnr arguments of one string split like a shell line (``fetta synth`` and
+    ``python -m benchmarks fmax`` share it); a string that does not split (an unclosed quote) is a
+    :class:`UsageError` naming ``option``."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"{text!r}: {exc}", field=option) from None
+
+
+def format_nextpnr_options(options: Sequence[str]) -> str:
+    """``options`` as one shell line (the inverse of :func:`parse_nextpnr_options`)."""
+    return shlex.join(options)
 
 
 def _nextpnr() -> list[str]:
