@@ -5,13 +5,15 @@ instruction memory) is written inside :class:`hdl.top.Fetta` and does not stand
 alone. To measure it, :class:`Controller` elaborates the real ``Fetta`` with the
 blocks that have their own Table III rows replaced by **stubs**: components with the
 same ports and no logic (the tensor contraction unit = CE array + distribution and
-reduction networks, the vector unit, and the accumulation unit's adders and format
-converters). Every stub input becomes an output port of the top and every stub
+reduction networks, the vector unit, and the accumulation unit: its adders, format
+converters and memory). Every stub input becomes an output port of the top and every stub
 output an input port, so synthesis keeps all the controller logic that feeds the
 stubs and cannot constant-fold what they return: the netlist is the accelerator
-minus those blocks. The unified and accumulation memories stay real: their SRAM
-macros are counted in their own rows (``gen.toolflow.synth`` drops them by name), their
-half/bank multiplexers stay in the controller.
+minus those blocks. The unified memory stays real: its SRAM macros are counted in their
+own row (``gen.toolflow.synth`` drops them by name), its half/bank multiplexers and
+read-during-write forwarding stay in the controller. The accumulation memory (its
+macros and the banks' forwarding registers) is :class:`AccumUnit`'s, so it is a stub
+here: with the real one the forwarding was counted in both rows.
 
 :class:`AccumUnit` gathers the accumulation unit's logic as ``Fetta`` instantiates it
 (``num_ces`` :class:`hdl.accum.AccumAdd` and :class:`hdl.accum.Narrow` for the drain,
@@ -45,7 +47,7 @@ from hdl.top import Fetta
 from hdl.vector import VectorUnit, vec_rows
 
 #: blocks of :class:`hdl.top.Fetta` stubbed out in :class:`Controller` (they have their own rows)
-STUBBED = ("tcu", "vector", "accadd", "narrow", "widen")
+STUBBED = ("tcu", "vector", "accadd", "narrow", "widen", "amem")
 
 
 def _stub_class(cls):
@@ -89,8 +91,9 @@ class Controller(wiring.Component):
     def __init__(self, config: FettaConfig):
         E, B = config.num_ces, config.banks
         lanes = vec_rows(config) * config.lanes
-        counts = {"tcu": 1, "vector": 1, "accadd": E, "narrow": E + B, "widen": B}
-        real = {"tcu": TCU, "vector": VectorUnit, "accadd": AccumAdd, "narrow": Narrow, "widen": Widen}
+        counts = {"tcu": 1, "vector": 1, "accadd": E, "narrow": E + B, "widen": B, "amem": 1}
+        real = {"tcu": TCU, "vector": VectorUnit, "accadd": AccumAdd, "narrow": Narrow, "widen": Widen,
+                "amem": AccumMemory}
         self._stubs: dict[str, list] = {}
         for kind in STUBBED:
             stub = _stub_class(real[kind])

@@ -217,7 +217,10 @@ def test_controller_and_accum_unit_tops_elaborate():
     assert {"tcu0__red__0", "tcu0__red_valid", "vector0__o", "accadd1__o", "widen1__o"} <= set(ctrl.signature.members)
     assert ctrl.signature.members["tcu0__red_valid"].flow == wiring.In
     assert ctrl.signature.members["tcu0__ia_rows__1"].flow == wiring.Out
-    assert set(STUBBED) == {"tcu", "vector", "accadd", "narrow", "widen"}
+    assert set(STUBBED) == {"tcu", "vector", "accadd", "narrow", "widen", "amem"}
+    # the accumulation memory is the Accumulator row's (accum_unit), with its banks' forwarding
+    assert ctrl.signature.members["amem0__r_data__1"].flow == wiring.In
+    assert ctrl.signature.members["amem0__w_data__0"].flow == wiring.Out
     # the stubs have no logic: no PE multiplier or CE module made it into the Verilog
     assert "fetta_controller" in text and "ce0" not in text
     acc = hdl.build_top("accum_unit", cfg)
@@ -296,7 +299,8 @@ def test_synthesize_controller_and_accum_unit_small(top):
     assert res.cells > 0 and res.uncounted == {}
     key = lambda mm: (synth.memory_row(mm.name), mm.width, mm.depth, mm.read_ports, mm.write_ports)  # noqa: E731
     geo = synth.config_memories(cfg)
-    want = geo["Accumulator"] + (geo["Unified Mem."] if top == "controller" else [])
+    # (the accumulation memory is the accum_unit's alone: the controller stubs it)
+    want = geo["Unified Mem."] if top == "controller" else geo["Accumulator"]
     assert sorted(key(mm) for mm in res.memories if synth.memory_row(mm.name)) == sorted(
         (synth.memory_row(mm.name), mm.width, mm.depth, mm.read_ports, mm.write_ports) for mm in want)
     own = [mm for mm in res.memories if synth.memory_row(mm.name) is None]
@@ -335,8 +339,9 @@ def test_table3_of_a_small_whole_accelerator():
     assert rows["Unified Mem."]["sram_bits"] == cfg.unified_kb * 1024 * 8
     assert rows["Others"]["area"] > 0
     # the rows partition the accelerator: controller (fetta with the other rows' blocks stubbed)
-    # + blocks + SRAM add up to the whole netlist (0.1% apart when measured; cross-block
-    # optimisation and the TCU's own flag registers make the rest)
+    # + blocks + SRAM add up to the whole netlist (2026-11-30: 401,898 GE against 402,534, 0.16 %
+    # apart; cross-block optimisation and the TCU's own flag registers make the rest; before the
+    # controller stubbed the accumulation memory, its banks' forwarding was in two rows, +0.69 %)
     results = {n: synth.synth_block(n, cfg) for n in sorted({w[0] for w in plan.values() if w})}
     rep = synth.table3(cfg, results, plan, total)
     rows = {r["block"]: r for r in rep["rows"]}
