@@ -213,20 +213,29 @@ class CE(wiring.Component):
         # row r exactly when row r has swapped. The mode rides along too (it is held while
         # anything is in flight, so row r may read it r * S cycles late): each row's PEs read
         # their own register instead of one register fanned out to every PE.
+        def register(name, value, **kwargs):
+            reg = Signal(Value.cast(value).shape(), name=name, **kwargs)
+            m.d.sync += reg.eq(value)
+            return reg
+
         skew = []
         for r in range(R):
-            stage = {"a": self.ia.data[r], "valid": self.ia.valid, "first": self.ia.first,
+            stage = {"valid": self.ia.valid, "first": self.ia.first,
                      "last": self.ia.last, "swap": self.ia.swap, "os": os_mode,
                      "hl_valid": self.ib.valid & horizontal, "hl_index": self.ib.index,
                      "hl_data": self.ib.data[r]}
+            a = [self.ia.data[r]] * C       # the element as each PE of the row sees it
             for d in range(r * S):
-                nxt = {}
-                for key, value in stage.items():
-                    reg = Signal(Value.cast(value).shape(), name=f"skew_r{r}_d{d + 1}_{key}")
-                    m.d.sync += reg.eq(value)
-                    nxt[key] = reg
-                stage = nxt
-            skew.append(stage)
+                stage = {key: register(f"skew_r{r}_d{d + 1}_{key}", value) for key, value in stage.items()}
+                if d < r * S - 1:
+                    a = [register(f"skew_r{r}_d{d + 1}_a", a[0])] * C
+                else:
+                    # The last stage is one register per PE: every bit of the element enters a row
+                    # of the multiplier's partial products, so one register for the row would fan
+                    # out across C PEs. ``keep`` stops synthesis from merging the copies (the Yosys
+                    # flow of gen.toolflow.fpga honours it on registers).
+                    a = [register(f"skew_r{r}_d{d + 1}_a_c{c}", a[0], attrs={"keep": 1}) for c in range(C)]
+            skew.append(stage | {"a": a})
         # Vertical loads go to one row each; load j comes j cycles after the swap vector
         # and row j swaps j * S cycles after it, so row j takes its load j * (S - 1) cycles
         # late (a tap of one delay line).
@@ -252,7 +261,7 @@ class CE(wiring.Component):
                 pes[r][c] = pe
                 s = skew[r]
                 m.d.comb += [
-                    pe.a.eq(s["a"]), pe.valid.eq(s["valid"]), pe.first.eq(s["first"]),
+                    pe.a.eq(s["a"][c]), pe.valid.eq(s["valid"]), pe.first.eq(s["first"]),
                     pe.last.eq(s["last"]), pe.swap.eq(s["swap"]), pe.os.eq(s["os"]),
                     pe.b_in.eq(self.ib.data[c] if r == 0 else pes[r - 1][c].b_out),
                     pe.psum_in.eq(psum_top[c] if r == 0 else pes[r - 1][c].psum_out),

@@ -187,8 +187,11 @@ class PE(wiring.Component):
             # exact: 2*ew <= aw bits; the delay registers give the multiplier's latency
             product = delay(m, self.a.as_signed() * operand_b.as_signed(), M - 1, "mul")
         m.d.sync += prod.eq(product)
+        # The PEs of a CE row see the same flags, so synthesis would merge their equal delay
+        # registers into one per row; the registers that select or enable 32-bit words (the
+        # addend, the drain) are each PE's own (``own``), the rest may be shared.
         m_valid = delay(m, self.valid, M, "m_valid")
-        m_first = delay(m, self.first, M, "m_first")
+        m_first = delay(m, self.first, M, "m_first", own=True)
         m_last = delay(m, self.last, M, "m_last")
 
         # add: S - 1 stages inside the adder, then the accumulator register (written every cycle:
@@ -199,7 +202,7 @@ class PE(wiring.Component):
         # the adder's side reads ``os`` a register late: the mode is held from a vector's cycle
         # until its result leaves, and the adder sees the vector M >= 1 cycles after it (so the
         # mode decode of the CE is not in front of the adder's first stage)
-        os_add = delay(m, self.os, 1, "os_add")
+        os_add = delay(m, self.os, 1, "os_add", own=True)
         m.d.comb += addend.eq(Mux(os_add, Mux(m_first, 0, acc), self.psum_in))
         if self._datatype == "bf16":
             m.submodules.add = add = FP32Add(stages=S - 1) if S > 1 else FP32Add()

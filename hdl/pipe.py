@@ -9,12 +9,14 @@ from amaranth.lib import data
 __all__ = ["decode", "delay", "hold", "stage"]
 
 
-def delay(m: Module, value, cycles: int, name: str):
+def delay(m: Module, value, cycles: int, name: str, *, own: bool = False):
     """``value`` delayed by ``cycles`` registers named ``{name}_d1`` .. (``value`` itself for 0); a
-    :class:`~amaranth.lib.data.View` keeps its layout."""
+    :class:`~amaranth.lib.data.View` keeps its layout. ``own``: the last register is marked ``keep``,
+    so that synthesis does not merge it with the equal register of another instance (one register
+    fanned out to the wide multiplexers of every PE of a CE row, say)."""
     for d in range(cycles):
         shape = value.shape() if isinstance(value, data.View) else Value.cast(value).shape()
-        reg = Signal(shape, name=f"{name}_d{d + 1}")
+        reg = Signal(shape, name=f"{name}_d{d + 1}", attrs={"keep": 1} if own and d == cycles - 1 else {})
         m.d.sync += reg.eq(value)
         value = reg
     return value

@@ -74,6 +74,30 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setattr(synth, "CACHE_DIR", tmp_path / "synth-cache")
 
 
+class Copies(wiring.Component):
+    """Test design: ``n`` registers of the same 8-bit input, each driving its own output."""
+
+    def __init__(self, n: int, keep: bool):
+        self._n, self._keep = n, keep
+        super().__init__({"a": In(8), **{f"o{i}": Out(8) for i in range(n)}})
+
+    def elaborate(self, platform):
+        m = Module()
+        for i in range(self._n):
+            reg = Signal(8, name=f"copy{i}", attrs={"keep": 1} if self._keep else {})
+            m.d.sync += reg.eq(self.a)
+            m.d.comb += getattr(self, f"o{i}").eq(reg)
+        return m
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_registers_marked_keep_are_not_merged(keep):
+    text = verilog.convert(Copies(4, keep), name="fetta_copies", emit_src=False)
+    res = synth.synthesize(text, "fetta_copies", cache=False)
+    # identical registers fold into one unless they are marked keep (the CE's per-PE copies)
+    assert res.flip_flops == (32 if keep else 8)
+
+
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(width=st.integers(2, 12), depth=st.sampled_from([4, 16, 64, 100]), extra=st.integers(0, 8),
        read_ports=st.integers(1, 2), sync_read=st.booleans())
@@ -407,6 +431,10 @@ def test_fpga_flow_reports_dsp_ff_ram_and_fmax(tmp_path, monkeypatch):
     # its 120-bit accumulator (and the memory's read registers)
     assert 120 <= wide.flip_flops < 200
     assert wide.critical_path is not None and "dut." not in wide.critical_path
+    # the ECP5 flow keeps registers marked keep too
+    copies = [fpga.place_and_route(verilog.convert(Copies(4, keep), name="fetta_copies", emit_src=False),
+                                   "fetta_copies").flip_flops for keep in (False, True)]
+    assert copies == [8, 32]
     # more nextpnr arguments: another run (they are in the cache key), the same netlist; a bad one
     # is the flow's error, naming nextpnr
     tuned = fpga.place_and_route(toy_verilog(width=8, depth=16, acc_width=24), "fetta_toy",

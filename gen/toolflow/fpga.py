@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from gen.errors import FettaError, UsageError
-from gen.toolflow.synth import CACHE_DIR, ROOT, find_yosys, parse_stat
+from gen.toolflow.synth import CACHE_DIR, KEEP_REGISTERS, ROOT, find_yosys, parse_stat
 import hdl
 
 CONSTRAINTS = ROOT / "constraints"
@@ -213,7 +213,8 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
     nextpnr = _nextpnr()
 
     def cache_file(forced: bool) -> Path:
-        key = hashlib.sha256("\0".join([verilog, module, target, lpf.read_text(), version, str(seed), HARNESS_MODULE]
+        key = hashlib.sha256("\0".join([verilog, module, target, lpf.read_text(), version, str(seed), HARNESS_MODULE,
+                                         KEEP_REGISTERS]
                                        + (["harness"] if forced else []) + list(nextpnr_options)).encode()
                              ).hexdigest()[:20]
         return CACHE_DIR / f"fpga-{module}-{key}.json"
@@ -251,7 +252,8 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
                 err = next((ln for ln in (p.stderr + p.stdout).splitlines() if "ERROR" in ln), p.stderr[-300:])
                 raise FpgaError(f"synth_ecp5 failed on {module}: {err.strip()}", field="yosys")
 
-        yosys_run(f"read_verilog -sv design.v\nsynth_ecp5 -top {module} -json design.json\ntee -o stat.txt stat\n")
+        yosys_run(f"read_verilog -sv design.v\n{KEEP_REGISTERS}synth_ecp5 -top {module} -json design.json\n"
+                  "tee -o stat.txt stat\n")
         cells, _ = parse_stat((tdir / "stat.txt").read_text())
         netlist = json.loads((tdir / "design.json").read_text())
         bits = _port_bits(netlist, module)
@@ -260,7 +262,8 @@ def place_and_route(verilog: str, module: str, *, top: str | None = None, target
             # placed and routed inside the harness; the resource counts above are the block's alone
             (tdir / "harness.v").write_text(timing_harness(netlist, module))
             (tdir / "design.json").unlink()
-            yosys_run(f"read_verilog -sv design.v harness.v\nsynth_ecp5 -top {HARNESS_MODULE} -json design.json\n")
+            yosys_run(f"read_verilog -sv design.v harness.v\n{KEEP_REGISTERS}synth_ecp5 -top {HARNESS_MODULE} "
+                      "-json design.json\n")
         cmd = [*nextpnr, dev, "--package", package, "--speed", speed, "--json", "design.json",
                "--report", "report.json", "--seed", str(seed), "--threads", "1", "--timing-allow-fail",
                *nextpnr_options]

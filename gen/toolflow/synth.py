@@ -2,7 +2,8 @@
 
 Flow (one Yosys run per design, see :data:`SYNTH_SCRIPT`)::
 
-    read_verilog -sv; synth -flatten -noshare -run begin:fine   (coarse: proc, opt, alumacc, memory -nomap)
+    read_verilog -sv; proc; keep on registers marked keep (:data:`KEEP_REGISTERS`)
+    synth -flatten -noshare -run begin:fine   (coarse: proc, opt, alumacc, memory -nomap)
     opt; techmap; dfflegalize to plain D flip-flops; abc -fast; opt; stat
 
 ``-noshare``: Yosys' SAT-based resource sharing spent more than 10 minutes on the
@@ -72,9 +73,20 @@ ASYNC_FFS = ("$_DFF_PP0_", "$_DFF_PP1_", "$_DFF_PN0_", "$_DFF_PN1_")
 #: transistors per NAND2 gate equivalent
 TRANSISTORS_PER_GE = 4
 
+#: Yosys commands after ``read_verilog``: a register whose signal carries ``keep`` (Amaranth
+#: ``attrs={"keep": 1}``, e.g. the CE's per-PE copies of a fanned-out register) keeps its own
+#: flip-flops. Yosys puts the attribute on the wire only, so ``opt_merge`` would fold identical
+#: copies into one; the flows (this one and :mod:`gen.toolflow.fpga`) move it onto the
+#: flip-flop cell that drives the wire.
+KEEP_REGISTERS = """\
+proc
+setattr -set keep 1 a:keep %ci1:+[Q] t:$dff t:$adff t:$sdff t:$dffe %u %u %u %i
+"""
+
 #: the Yosys script; ``{top}`` and ``{src}`` are filled in
 SYNTH_SCRIPT = """\
 read_verilog -sv {src}
+""" + KEEP_REGISTERS + """\
 synth -top {top} -flatten -noshare -run begin:fine
 opt -fast -full
 opt -full
