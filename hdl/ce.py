@@ -232,8 +232,8 @@ class CE(wiring.Component):
                 else:
                     # The last stage is one register per PE: every bit of the element enters a row
                     # of the multiplier's partial products, so one register for the row would fan
-                    # out across C PEs. ``keep`` stops synthesis from merging the copies (the Yosys
-                    # flow of gen.toolflow.fpga honours it on registers).
+                    # out across C PEs. ``keep`` stops synthesis from merging the copies (both Yosys
+                    # flows move it onto the flip-flops: gen.toolflow.synth.KEEP_REGISTERS).
                     a = [register(f"skew_r{r}_d{d + 1}_a_c{c}", a[0], attrs={"keep": 1}) for c in range(C)]
             skew.append(stage | {"a": a})
         # Vertical loads go to one row each; load j comes j cycles after the swap vector
