@@ -42,9 +42,8 @@ from gen.design.config import FettaConfig
 
 from hdl.accum import AccumAdd, Narrow, Widen
 from hdl.memory import AccumMemory
-from hdl.tcu import TCU
-from hdl.top import Fetta
-from hdl.vector import VectorUnit, vec_rows
+from hdl.top import PARTS, Fetta
+from hdl.vector import vec_rows
 
 #: blocks of :class:`hdl.top.Fetta` stubbed out in :class:`Controller` (they have their own rows)
 STUBBED = ("tcu", "vector", "accadd", "narrow", "widen", "amem")
@@ -92,11 +91,9 @@ class Controller(wiring.Component):
         E, B = config.num_ces, config.banks
         lanes = vec_rows(config) * config.lanes
         counts = {"tcu": 1, "vector": 1, "accadd": E, "narrow": E + B, "widen": B, "amem": 1}
-        real = {"tcu": TCU, "vector": VectorUnit, "accadd": AccumAdd, "narrow": Narrow, "widen": Widen,
-                "amem": AccumMemory}
         self._stubs: dict[str, list] = {}
         for kind in STUBBED:
-            stub = _stub_class(real[kind])
+            stub = _stub_class(PARTS[kind])
             kw = {"lanes": lanes, "valid": False} if kind == "vector" else {}
             self._stubs[kind] = [stub(config, **kw) for _ in range(counts[kind])]
         self._taken = {kind: 0 for kind in STUBBED}
