@@ -22,7 +22,7 @@ from gen.compiler.dma import dma_timeline, lower_dma, needed, unified_writes
 from gen.compiler.layout import Layout
 from gen.compiler.program import Program, Read, Run, Write
 from gen.design.config import FettaConfig
-from gen.design.isa import Geometry, Opcode, decode, halt, store
+from gen.design.isa import Geometry, Opcode, decode, dram_rate, halt, nop, store
 from gen.design.timing import program_cycles
 from gen.toolflow import dmarun
 from gen.toolflow.dmarun import execute_dma, rtl_check_dma
@@ -220,6 +220,26 @@ def test_results_wait_for_a_job_that_computes():
     assert kinds == ["concat"]          # the result's pieces, joined after the last job
     need, _ = needed(prog)
     assert all(t.name not in need for j in dprog.jobs for t in j.transfers if t.late)
+
+
+def test_late_stores_of_one_run_go_to_the_jobs_with_room():
+    """A run's late stores are placed one tensor at a time: two results that one later job's
+    compute hides one at a time, but not both, go to two jobs (no stall), not both to the first."""
+    config = SMALL.replace(imem_depth=64)
+    geo = Geometry.of(config)
+    sizes = {"a": 64, "b": 4}
+    lay = Layout.make(("a", "b"), sizes, geo.lanes)
+    one = -(-lay.rows // geo.dma_rows) / float(dram_rate(config))     # cycles of one store
+    body = [nop()] * 10
+    compute = program_cycles([*body, halt()], config)
+    assert one < compute < 2 * one
+    runs = [Run(0, [], [halt()], [Read(0, "P", lay), Read(lay.rows, "Q", lay)]),
+            Run(1, [], [*body, halt()]), Run(0, [], [halt()]), Run(1, [], [*body, halt()])]
+    dprog = lower_dma(Program(runs, [], {}, sizes, 0, []), config, late=True)
+    where = {t.name: (k, job.run) for k, job in enumerate(dprog.jobs) for t in job.transfers}
+    assert {run for _, run in where.values()} == {1, 3}
+    for job in dprog.jobs:      # each store hidden by its job's compute
+        assert program_cycles(job.program, config) - program_cycles(runs[job.run].program, config) <= 3
 
 
 def _kept_x(run1=(), ops=(), program=(), layout=None) -> tuple[Program, bool]:
