@@ -155,9 +155,10 @@ class Accelerator:
     def backward(self, kind: str, spec, operands: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """``dX`` and every ``dcore_k`` of ``spec`` from ``X``, ``dY`` and the cores by the layer's
         ``backward`` program: the ``train`` program's training-aware paths (BP and WG reuse FP's
-        intermediates: 14,145 cycles for the ATIS TT layer as DMA jobs against 5,041 + 9,844 for its
+        intermediates: 13,777 cycles for the ATIS TT layer as DMA jobs against 5,041 + 9,844 for its
         separate ``bp`` and ``wg``, docs/compiler.md) without FP's last step, whose result ``Y`` the forward pass made
-        (13,900 cycles). FP's intermediates do not survive from the forward pass, so the program computes
+        (13,900 cycles: fewer MACs, but its 2 batch pieces hide less DRAM time than ``train``'s 4,
+        docs/training.md). FP's intermediates do not survive from the forward pass, so the program computes
         them again; its useful MACs are the program's less those (:func:`gen.compiler.phases.recomputed_macs`)."""
         prog = self._layer_program(spec, "backward")
         return self._execute(kind, prog, operands, prog.macs - recomputed_macs(spec, prog))
