@@ -176,18 +176,7 @@ class _Placer:
         h = self.prog.runs[j].half
         extra: int | None = None          # the DMA-only job put in for this run, if any
         for t in sorted(transfers, key=lambda t: (-t.layout.rows, t.name)):
-            rows = [_rows(t)]
-            window = []
-            for k in range(self.run_job[j] + 1, len(self.jobs)):
-                job = self.jobs[k]
-                if job.half == h:
-                    if job.run is not None and _overlap(self.writes[job.run], rows):
-                        break
-                    continue
-                if self._fits(k, 1 - h, 1):
-                    window.append(k)
-                if _overlap([_rows(u) for u in job.transfers if u.load], rows):
-                    break
+            window = self._late_window(j, _rows(t))
             computing = [k for k in window if self.jobs[k].run is not None]
             if computing:
                 k = max(computing, key=lambda q: (self._room_cycles(q, geo, config), -q))
@@ -199,6 +188,23 @@ class _Placer:
                 k = extra = self.run_job[j] + 1
                 self.jobs.insert(k, Job(1 - h, None))
             self.jobs[k].transfers.append(t)
+
+    def _late_window(self, j: int, rows: tuple[int, int]) -> list[int]:
+        """The jobs that may store ``rows`` of run ``j``'s half (:meth:`place_late`), with room for
+        one more transfer."""
+        h = self.prog.runs[j].half
+        window = []
+        for k in range(self.run_job[j] + 1, len(self.jobs)):
+            job = self.jobs[k]
+            if job.half == h:
+                if job.run is not None and _overlap(self.writes[job.run], [rows]):
+                    break
+                continue
+            if self._fits(k, 1 - h, 1):
+                window.append(k)
+            if _overlap([_rows(u) for u in job.transfers if u.load], [rows]):
+                break
+        return window
 
     def _room_cycles(self, k: int, geo: Geometry, config: FettaConfig) -> float:
         """Compute cycles of job ``k``'s run less the DMA cycles of its transfers so far (at the
