@@ -31,6 +31,7 @@ from scipy.linalg import subspace_angles
 from gen.cli import main as cli_main
 from gen.compiler.dma import hardware_cycles
 from gen.compiler.layout import Layout
+from gen.compiler.phases import compile_networks
 from gen.compiler.program import Program, Read, Run, Write
 from gen.design.config import FettaConfig, load_config
 from gen.errors import SpecError
@@ -216,6 +217,32 @@ def test_warm_start_claim_of_seed_004():
     assert abs(warm[2] - cold[-1]) > 1e-3 * cold[-1]             # not yet at iteration 3
     warm_cost, cold_cost = 8 * jacobi_cycles(32, 36, 1, 64, True), 3 * jacobi_cycles(32, 36, 10, 64, False)
     assert warm_cost < cold_cost / 3, (warm_cost, cold_cost)
+
+
+def test_nested_chain_pieces():
+    """A chain piece that is cut again runs the chain's next TTM on its own pieces
+    (``fuse_nested``): on the small design a 16x16x8x8 tensor's slices along the kept mode do not
+    fit a half, so chain 3's first TTM is cut twice; nested, its pieces go on through the second TTM
+    on chip (that TTM's pieces of pieces are read back, the first's are not), the iteration moves
+    fewer DRAM bytes, and HOOI gives the same fits, within the bfloat16 bound of float64."""
+    cfg = load_config(ROOT / "configs" / "small.toml")
+    shape, ranks = (16, 16, 8, 8), (2, 2, 2, 2)
+    nets = hooi_networks(shape, ranks)
+    progs = {n: compile_networks(nets.networks, cfg, derived=nets.derived, paths=nets.paths, saved=nets.saved,
+                                 image_lanes={"T": "i0"}, fuse_nested=n) for n in (False, True)}
+
+    def pieces_of_pieces(prog, prefix):
+        return [x.name for r in prog.runs for x in r.reads if x.name.startswith(prefix) and x.name.count("[") == 2]
+
+    assert pieces_of_pieces(progs[False], "Y3.t4[") and not pieces_of_pieces(progs[False], "Y3.t5[")
+    assert pieces_of_pieces(progs[True], "Y3.t5[") and not pieces_of_pieces(progs[True], "Y3.t4[")
+    assert progs[True].dram_bytes < progs[False].dram_bytes, {n: p.dram_bytes for n, p in progs.items()}
+    T = low_rank_tensor(shape, ranks, 0.5, seed=3)
+    init = [round_to_bf16_f32(u.astype(np.float32)) for u in orthonormal_factors(shape, ranks, 0)]
+    fits = {n: run_hooi(T, ranks, 2, cfg, init=init, compiled=(nets, p)).fits for n, p in progs.items()}
+    ref, _, _ = hooi_float64(round_to_bf16_f32(T), ranks, 2, init)
+    np.testing.assert_allclose(fits[True], ref, atol=bound(4), rtol=0)
+    np.testing.assert_allclose(fits[True], fits[False], atol=bound(4), rtol=0)
 
 
 # --- no explicit permutation, RTL ---------------------------------------------------------------

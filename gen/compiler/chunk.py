@@ -194,6 +194,10 @@ class Chunking:
         that step's (named ``tail[-1].out_name``). The pieces share runs as long as they fit a half;
         with ``Compiler.run_per_piece`` every piece is a run of its own (the first compute starts
         after one piece's writes instead of a half's; the operands not cut are written per piece).
+        A piece that does not fit a half is cut again (:meth:`chunked`); with ``Compiler.fuse_nested``
+        its own pieces run the tail too, as far as they keep the mode of that cut, and only the rest
+        of the tail runs here on the assembled piece (HOOI 32^4: the second TTM of a chain no longer
+        writes its input back to DRAM and reads it again, ``docs/hooi.md``).
         """
         S = self.sizes[m]
         out_modes = [x for x in dict.fromkeys(A.modes + B.modes) if x in keep and not x.startswith("_")]
@@ -202,7 +206,8 @@ class Chunking:
         # others are assembled too where they are kept (``Memory.keep``: saved for later)
         levels = [(out_name, out_modes)] + [(f.out_name, [x for x in f.out_modes if not x.startswith("_")])
                                             for f in tail]
-        kept = [i == len(tail) or name in self.mem.keep for i, (name, _) in enumerate(levels)]
+        kept = [i == len(tail) or name in self.mem.keep or name in self.assemble
+                for i, (name, _) in enumerate(levels)]
         parts: list[list[tuple[Tensor, str]]] = [[] for _ in levels]
         live = self.mem.live | {A.name, B.name}
         for lo in range(0, S, piece):
@@ -217,12 +222,29 @@ class Chunking:
             others = [self._slice(f.other, m, pm, lo, hi) if m in f.other.modes else f.other for f in tail]
             infos = [(set(o.modes), set(ren(f.out_modes)), o) for f, o in zip(tail, others)] + [None]
             pkeep = {pm if x == m else x for x in keep}
-            self.mem.live = live
-            res = self.step(label, s_idx, ops[0], ops[1], pkeep, f"{out_name}[{pm}]", infos[0], not tail)
-            if kept[0]:
-                self.mem.ensure_on_host(res)     # saved for later (or the result): read back
-            parts[0].append((res, pm))
+            names = [f"{out_name}[{pm}]"] + [f"{f.out_name}[{pm}]" for f in tail]
+            # ``fuse_nested``: a piece cut again runs the chain on its own pieces as far as they keep
+            # the mode cut (its levels kept here are read back and concatenated there)
+            ptail = [Fusable(f.s_idx, o, f.lhs, ren(f.out_modes), n)
+                     for f, o, n in zip(tail, others, names[1:])] if self.fuse_nested else []
+            added = {n for n, k in zip(names, kept) if k} - self.assemble if ptail else set()
+            self.assemble |= added
+            self.mem.live = live | {o.name for o in others} if ptail else live
+            cut = self.stats["chunked_steps"]
+            res = self.step(label, s_idx, ops[0], ops[1], pkeep, names[0], infos[0], not tail, ptail)
+            self.stats["nested_cuts"] += bool(tail) and self.stats["chunked_steps"] > cut
+            self.assemble -= added
+            done = names.index(res.name)        # the levels the piece's own pieces ran
+            for j in range(done + 1):
+                if j < done and not kept[j]:
+                    continue
+                r = res if j == done else self.registry[names[j]]
+                if kept[j]:
+                    self.mem.ensure_on_host(r)     # saved for later (or the result): read back
+                parts[j].append((r, pm))
             for k, (f, o) in enumerate(zip(tail, others)):
+                if k < done:
+                    continue
                 fkeep = set(ren(f.out_modes)) | {x for x in res.modes + o.modes if x.startswith("_")}
                 self.mem.live = live | {res.name, o.name}
                 lhs, rhs = (res, o) if f.lhs else (o, res)

@@ -49,7 +49,8 @@ class Compiler(Chunking):
 
     def __init__(self, config: FettaConfig, align: bool = False, carry_rows: int = 0, relayout: str = "auto",
                  views: bool = True, keep_lanes: bool = False, fuse: bool = True, run_per_piece: bool = False,
-                 k_split: bool = True, stationary: bool = True, lookahead: int = 3, defer: bool = True):
+                 k_split: bool = True, stationary: bool = True, lookahead: int = 3, defer: bool = True,
+                 fuse_nested: bool = False):
         check_accelerator(config)
         if relayout not in RELAYOUT_POLICIES:
             raise CompileError(f"must be one of {', '.join(RELAYOUT_POLICIES)}, got {relayout!r}", field="relayout")
@@ -58,6 +59,11 @@ class Compiler(Chunking):
         self.fuse = fuse
         #: every piece of a step chunked over a free mode in a run of its own (:meth:`concatenated`)
         self.run_per_piece = run_per_piece
+        #: a piece of a fused chain that is cut again runs the chain's later steps on its own pieces
+        #: too (:meth:`concatenated`)
+        self.fuse_nested = fuse_nested
+        #: piece names whose pieces a nested chunking reads back and concatenates (:meth:`concatenated`)
+        self.assemble: set[str] = set()
         self.config = config
         self.geo = Geometry.of(config)
         #: batch pieces (:mod:`gen.compiler.batched`): accumulation rows reserved at the top of the
@@ -85,7 +91,7 @@ class Compiler(Chunking):
         self.sizes: dict[str, int] = {}
         self.steps: list[StepRecord] = []
         self.stats = dict(relayouts=0, relayout_bytes=0, onchip_relayouts=0, dram_bytes=0, onchip_bytes=0,
-                          padded_macs=0, macs=0, chunked_steps=0, chunk_slices=0)
+                          padded_macs=0, macs=0, chunked_steps=0, chunk_slices=0, nested_cuts=0)
         self.dummies = 0
         #: identities placed by on-chip re-layouts: name -> (modes, size); the host creates them
         self.eyes: dict[str, tuple[tuple[str, ...], int]] = {}
@@ -399,7 +405,7 @@ class Compiler(Chunking):
                        dram_bytes=st["dram_bytes"],
                        onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"],
                        chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"],
-                       instr_tags=list(self.tags), carried=set(self.carried), deferred=set(self.deferred),
+                       nested_cuts=st["nested_cuts"], instr_tags=list(self.tags), carried=set(self.carried), deferred=set(self.deferred),
                        batch_dep=set(self.batch_dep), **kw)
 
 

@@ -89,7 +89,7 @@ def _saved_subsets(net: Network, path) -> list[tuple[frozenset[str], tuple[str, 
 def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Sequence[Sequence[int]]] | None = None,
                   reuse: bool = True, align: bool = False, pad: bool | None = None,
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
-                  views: bool | None = None, fuse: bool | None = None, k_split: bool = True,
+                  views: bool | None = None, fuse: bool | str | None = None, k_split: bool = True,
                   stationary: bool | None = None, share: bool | None = None, dram: str = "rule") -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg``, ``train`` or ``backward``: :data:`TRAINS`) of ``spec``
     into a :class:`Program`.
@@ -114,10 +114,14 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     changes; compiling twice only where host re-layouts remain keeps every benchmark layer's compile
     time under the 5 min of issue 14).
     ``fuse``: a chunked step runs its pieces through the later steps that keep the chunked mode
-    (:meth:`gen.compiler.chunk.Chunking.chunked`); ``False`` chunks every step on its own; ``None``
-    compiles fused and, when that chunks a step, also unfused, each with its batch pieces, and keeps
-    the one :func:`_best` keeps (fused pieces keep intermediates on chip but can be more pieces; a
-    fused program can lose on the whole batch and win in pieces: ``docs/compiler.md``).
+    (:meth:`gen.compiler.chunk.Chunking.chunked`); ``False`` chunks every step on its own;
+    ``"nested"``: a fused piece that is cut again runs those steps on its own pieces too
+    (``Compiler.fuse_nested``; not among ``None``'s choices: on the benchmark layers it moves up to
+    3x the DRAM bytes where a fused step's other operand is written for every inner piece,
+    ``docs/compiler.md``); ``None`` compiles fused and, when that chunks a step, also unfused, each
+    with its batch pieces, and keeps the one :func:`_best` keeps (fused pieces keep intermediates on
+    chip but can be more pieces; a fused program can lose on the whole batch and win in pieces:
+    ``docs/compiler.md``).
     ``k_split=False``: no step splits a contracted mode over the CE grid (the cross-CE sums of the
     reduction network unused: a capability set, :mod:`gen.compiler.capabilities`).
     ``stationary``: the planner may switch a step to a stationary dataflow (``WS`` / ``IS``, vertical or
@@ -259,7 +263,7 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
     # 125,010 against 171,268)
     wholes = []
     for pd in pads:
-        for fz in [fuse is not False] + ([False] if fuse is None else []):
+        for fz in [True if fuse is None else fuse] + ([False] if fuse is None else []):
             whole = _compile_layer(spec, phase, config, paths, reuse, align, pd, policy=policy, views=views,
                                    fuse=fz)
             wholes.append((pd, fz, whole))
@@ -312,7 +316,7 @@ def _carry_rows(phase: str, config: FettaConfig) -> int:
 
 
 def piece_program(spec, phase: str, config: FettaConfig, P: int, policy: _Policy, paths=None, reuse: bool = True,
-                  align: bool = False, pad: bool = False, views: bool = True, fuse: bool = True) -> Program | None:
+                  align: bool = False, pad: bool = False, views: bool = True, fuse: bool | str = True) -> Program | None:
     """``phase`` of ``spec`` as ``P`` repeats of one piece program (:func:`gen.compiler.batched.pieced`),
     or None where no piece compiles into one segment. Steps after a carried sum are deferred when
     ``policy.defer`` (they carry intermediates, which need more reserved rows: the piece is compiled
@@ -386,10 +390,12 @@ class _Layer:
 
 
 def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: int = 0,
-                   policy: _Policy | None = None, pieces: int = 1, views: bool = True, fuse: bool = True) -> Program:
+                   policy: _Policy | None = None, pieces: int = 1, views: bool = True,
+                   fuse: bool | str = True) -> Program:
     phases = _subphases(phase)
     policy = policy or _Policy()
-    comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views, fuse=fuse,
+    comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views,
+                    fuse=fuse is not False, fuse_nested=fuse == "nested",
                     k_split=bool(policy.k_split), stationary=policy.stationary, lookahead=policy.lookahead,
                     defer=policy.defer)
     layer = _Layer(comp, config.lanes, pad)
@@ -456,7 +462,8 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
                      pad: bool = False, relayout: str = "auto", views: bool = True,
                      paths: Mapping[str, Sequence[Sequence[int]]] | None = None, fuse: bool = True,
                      saved: Mapping[str, tuple[str, int]] | None = None,
-                     run_per_piece: bool = False, image_lanes: Mapping[str, str] | None = None) -> Program:
+                     run_per_piece: bool = False, image_lanes: Mapping[str, str] | None = None,
+                     fuse_nested: bool = False, lookahead: int = _Policy().lookahead) -> Program:
     """Compile a sequence of networks into one :class:`Program` (one compiler: tensors stay on chip
     from one network to the next, and a tensor that comes back in another layout counts as a
     re-layout like any other). Each network runs along its path in ``paths`` (by label), else its
@@ -471,13 +478,14 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
     writes the derived tensor comes after it (:meth:`Program.write_deps` times the write from there).
     ``saved``: intermediates a later network uses by name (name -> (label of the network computing
     it, its SSA id on that network's path)): kept (read back when it leaves the chip).
-    ``fuse``: as :func:`compile_layer`'s; ``run_per_piece``: see :class:`gen.compiler.compiler.Compiler`.
+    ``fuse``: as :func:`compile_layer`'s; ``run_per_piece``, ``fuse_nested``, ``lookahead``: see
+    :class:`gen.compiler.compiler.Compiler`.
     ``image_lanes``: host-store input -> the mode whose (low half, if split) is the lane of its DRAM
     image (default: the lane of its first write), e.g. one that no network contracts first.
     """
     derived = dict(derived or {})
     comp = Compiler(config, relayout=relayout, views=views, keep_lanes=True, fuse=fuse,
-                    run_per_piece=run_per_piece)
+                    run_per_piece=run_per_piece, fuse_nested=fuse_nested, lookahead=lookahead)
     layer = _Layer(comp, config.lanes, pad)
     outs: dict[str, Tensor] = {}
     used_paths: dict[str, list[list[int]]] = {}

@@ -28,7 +28,7 @@ import numpy as np
 
 from gen.compiler.dma import DmaProgram, hardware_cycles, lower_dma
 from gen.compiler.layout import padded_size
-from gen.compiler.phases import compile_networks
+from gen.compiler.phases import WIDE_LOOKAHEAD, compile_networks
 from gen.compiler.program import Program
 from gen.design.config import FettaConfig
 from gen.toolflow.dmarun import execute_dma, rtl_check_dma
@@ -72,17 +72,31 @@ def fit_of(T: np.ndarray, core: np.ndarray, factors: Sequence[np.ndarray]) -> fl
 def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig) -> tuple[HooiNetworks, Program]:
     """The networks of one iteration and their program: without zero padding, and with it when it
     would change a mode (:func:`gen.compiler.layout.split_modes`); chunk pieces sharing runs, and
-    each in a run of its own (``run_per_piece``); the fewer cycles end to end (lowered to DMA jobs,
-    :func:`gen.compiler.dma.hardware_cycles`) kept. The tensor's DRAM image has mode 0 as its lane:
-    no chain contracts mode 0 first (``docs/hooi.md``)."""
+    each in a run of its own (``run_per_piece``); a chain piece that is cut again running the chain
+    on its own pieces or not (``fuse_nested``); the fewer cycles end to end (lowered to DMA jobs,
+    :func:`gen.compiler.dma.hardware_cycles`) kept, and its options once more with the planner's
+    wider lookahead (:data:`gen.compiler.phases.WIDE_LOOKAHEAD`: a nested piece's first TTM then
+    leaves its result in a layout the second splits over all CEs, 32^4). The tensor's DRAM image has
+    mode 0 as its lane: no chain contracts mode 0 first (``docs/hooi.md``)."""
     nets = hooi_networks(shape, ranks)
     pads = [False]
     if any(padded_size(s, config.lanes) != s for s in (*shape, *ranks)):
         pads.append(True)
-    progs = [compile_networks(nets.networks, config, derived=nets.derived, pad=p, paths=nets.paths,
-                              saved=nets.saved, run_per_piece=r, image_lanes={"T": "i0"})
-             for p in pads for r in (False, True)]
-    return nets, min(progs, key=lambda p: (hardware_cycles(p, config), p.est_cycles))
+
+    def compiled(pad: bool, per_piece: bool, nested: bool, wide: bool = False) -> Program:
+        prog = compile_networks(nets.networks, config, derived=nets.derived, pad=pad, paths=nets.paths,
+                                saved=nets.saved, run_per_piece=per_piece, image_lanes={"T": "i0"},
+                                fuse_nested=nested, **({"lookahead": WIDE_LOOKAHEAD} if wide else {}))
+        prog.variant = dict(pad=pad, per_piece=per_piece, nested=nested)
+        return prog
+
+    progs = [compiled(p, r, n) for p in pads for r in (False, True) for n in (False, True)]
+
+    def best() -> Program:
+        return min(progs, key=lambda p: (hardware_cycles(p, config), p.est_cycles))
+
+    progs.append(compiled(**best().variant, wide=True))
+    return nets, best()
 
 
 @dataclass
