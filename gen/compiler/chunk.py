@@ -232,7 +232,8 @@ class Chunking:
             self.mem.live = live | {o.name for o in others} if ptail else live
             cut = self.stats["chunked_steps"]
             res = self.step(label, s_idx, ops[0], ops[1], pkeep, names[0], infos[0], not tail, ptail)
-            self.stats["nested_cuts"] += bool(tail) and self.stats["chunked_steps"] > cut
+            if tail and self.stats["chunked_steps"] > cut:
+                self.stats["nested_cuts"] += 1      # this piece was cut again
             self.assemble -= added
             done = names.index(res.name)        # the levels the piece's own pieces ran
             for j in range(done + 1):

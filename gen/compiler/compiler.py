@@ -405,8 +405,8 @@ class Compiler(Chunking):
                        dram_bytes=st["dram_bytes"],
                        onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"],
                        chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"],
-                       nested_cuts=st["nested_cuts"], instr_tags=list(self.tags), carried=set(self.carried), deferred=set(self.deferred),
-                       batch_dep=set(self.batch_dep), **kw)
+                       nested_cuts=st["nested_cuts"], instr_tags=list(self.tags), carried=set(self.carried),
+                       deferred=set(self.deferred), batch_dep=set(self.batch_dep), **kw)
 
 
 __all__ = ["Compiler", "NoAccum", "RELAYOUT_POLICIES"]

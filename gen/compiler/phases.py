@@ -316,7 +316,8 @@ def _carry_rows(phase: str, config: FettaConfig) -> int:
 
 
 def piece_program(spec, phase: str, config: FettaConfig, P: int, policy: _Policy, paths=None, reuse: bool = True,
-                  align: bool = False, pad: bool = False, views: bool = True, fuse: bool | str = True) -> Program | None:
+                  align: bool = False, pad: bool = False, views: bool = True,
+                  fuse: bool | str = True) -> Program | None:
     """``phase`` of ``spec`` as ``P`` repeats of one piece program (:func:`gen.compiler.batched.pieced`),
     or None where no piece compiles into one segment. Steps after a carried sum are deferred when
     ``policy.defer`` (they carry intermediates, which need more reserved rows: the piece is compiled
