@@ -230,19 +230,15 @@ class Chunking:
             added = {n for n, k in zip(names, kept) if k} - self.assemble if ptail else set()
             self.assemble |= added
             self.mem.live = live | {o.name for o in others} if ptail else live
-            cut = self.stats["chunked_steps"]
             res = self.step(label, s_idx, ops[0], ops[1], pkeep, names[0], infos[0], not tail, ptail)
-            if tail and self.stats["chunked_steps"] > cut:
-                self.stats["nested_cuts"] += 1      # this piece was cut again
             self.assemble -= added
             done = names.index(res.name)        # the levels the piece's own pieces ran
-            for j in range(done + 1):
-                if j < done and not kept[j]:
-                    continue
-                r = res if j == done else self.registry[names[j]]
-                if kept[j]:
-                    self.mem.ensure_on_host(r)     # saved for later (or the result): read back
-                parts[j].append((r, pm))
+            for j in range(done):
+                if kept[j]:                     # assembled on the host by the nested cut
+                    parts[j].append((self.registry[names[j]], pm))
+            if kept[done]:
+                self.mem.ensure_on_host(res)     # saved for later (or the result): read back
+            parts[done].append((res, pm))
             for k, (f, o) in enumerate(zip(tail, others)):
                 if k < done:
                     continue

@@ -105,8 +105,6 @@ class Program:
     #: steps split into pieces (``Compiler.chunked``) and host slices written for them
     chunked_steps: int = 0
     chunk_slices: int = 0
-    #: pieces of a fused chain cut again (``Compiler.fuse_nested`` runs the chain on their pieces)
-    nested_cuts: int = 0
     paths: dict[str, list[list[int]]] = field(default_factory=dict)
     reused: dict[str, list[str]] = field(default_factory=dict)
     #: host-store inputs: npz key -> modes

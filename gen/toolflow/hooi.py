@@ -91,12 +91,14 @@ def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig
         return prog
 
     progs = [compiled(p, r, n) for p in pads for r in (False, True) for n in (False, True)]
+    cycles = {id(p): hardware_cycles(p, config) for p in progs}     # each program lowered once
 
-    def best() -> Program:
-        return min(progs, key=lambda p: (hardware_cycles(p, config), p.est_cycles))
+    def key(p: Program) -> tuple[int, int]:
+        return cycles[id(p)], p.est_cycles
 
-    progs.append(compiled(**best().variant, wide=True))
-    return nets, best()
+    wide = compiled(**min(progs, key=key).variant, wide=True)
+    cycles[id(wide)] = hardware_cycles(wide, config)
+    return nets, min([*progs, wide], key=key)
 
 
 @dataclass
