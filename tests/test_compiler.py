@@ -554,6 +554,35 @@ def test_memory_reuses_dead_rows_for_computed_results_only():
     assert mem.alloc(64) is None
 
 
+def test_memory_pins_hold_rows_across_segments():
+    """Pinned blocks (:meth:`Memory.pin`) keep their rows in their half through later segments of
+    that half: host writes and computed results go around them; the rows after a pin are reserved
+    for the next pieces of its size, which land back to back; :meth:`Memory.unpin` frees them all."""
+    from gen.compiler.allocate import Memory, Tensor
+    from gen.design.isa import Geometry
+
+    geo = Geometry.of(FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16))
+    mem = Memory(geo, 2, {"dram_bytes": 0}, [])
+    lay = Layout.make(("i", "j"), {"i": 16, "j": 4}, geo.lanes)     # 16-row blocks, 256-row halves
+    half = mem.half
+    mem.place(Tensor("x", ("i", "j")), lay)                           # rows 0-15
+    p = Tensor("p0", ("i", "j"))
+    p.layout, p.addr = lay, mem.alloc(lay.rows)                       # rows 16-31
+    mem.onchip["p0"] = p
+    piece = mem.pin(p, "i@0:16", 0, 16, more=2)
+    assert (piece.half, piece.addr, piece.run) == (half, 16, 0)
+    mem.close_segment()                                               # the other half: no pins there
+    assert mem.alloc(lay.rows) == 0
+    mem.close_segment()                                               # back in the pinned half
+    assert mem.half == half
+    mem.place(Tensor("y", ("i", "j")), Layout.make(("i", "j"), {"i": 32, "j": 4}, geo.lanes))
+    assert mem.onchip["y"].addr == 64                     # past the pin (16-31) and its reservation (32-63)
+    assert mem.alloc(lay.rows) == 32                      # the next piece: right after the first
+    assert mem.alloc(8) == 96                              # another size: past everything
+    mem.unpin({"p0"})
+    assert mem.pins == {0: [], 1: []} and mem.prefer == {}
+
+
 def test_transposed_views_replace_relayouts():
     """A tensor on chip whose stride-1 row mode is the lane a step wants is read through the
     distribution network's transpose layer (``Planner.view``) instead of being re-laid out: fewer

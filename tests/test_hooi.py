@@ -245,6 +245,65 @@ def test_nested_chain_pieces():
     np.testing.assert_allclose(fits[True], fits[False], atol=bound(4), rtol=0)
 
 
+PINNED = (16, 16, 16), (4, 4, 4)
+
+
+def _pinned_programs(cfg):
+    shape, ranks = PINNED
+    nets = hooi_networks(shape, ranks)
+    return nets, {q: compile_networks(nets.networks, cfg, derived=nets.derived, paths=nets.paths, saved=nets.saved,
+                                      image_lanes={"T": "i0"}, run_per_piece=True, pin=q) for q in (False, True)}
+
+
+def test_pinned_prefix_stays_on_chip():
+    """``pin``: on the small design chain 0 of a 16^3 tensor runs in pieces along ``i0``; the prefix
+    ``Z = T x_2 U_2`` it shares with chain 1 stays on chip in those pieces (never read back, never
+    written again), and chain 1's first TTM, which contracts ``i0``, runs on them where they are,
+    the pieces of one half as one (the name ``+1``: two pieces back to back); so does the core on the
+    pieces of chain 2's result. Fewer DRAM bytes, and the fits of the program without pins within
+    the bfloat16 bound of float64 HOOI."""
+    cfg = load_config(ROOT / "configs" / "small.toml")
+    nets, progs = _pinned_programs(cfg)
+    moved = {q: {x.name.split("[")[0] for r in p.runs for x in r.reads + r.writes} for q, p in progs.items()}
+    assert "Y0.t3" in moved[False] and "Y0.t3" not in moved[True]
+    roles = [s.roles for s in progs[True].steps if s.roles.endswith("pinned")]
+    assert [r.split()[0] for r in roles] == ["A=Y0.t3"] * 2 + ["A=Y2.t4"] * 2, roles
+    assert all("+1 " in r for r in roles)
+    assert progs[True].dram_bytes < progs[False].dram_bytes
+    T = low_rank_tensor(*PINNED, 0.5, seed=3)
+    init = [round_to_bf16_f32(u.astype(np.float32)) for u in orthonormal_factors(*PINNED, 0)]
+    fits = {q: run_hooi(T, PINNED[1], 2, cfg, init=init, compiled=(nets, p)).fits for q, p in progs.items()}
+    ref, _, _ = hooi_float64(round_to_bf16_f32(T), PINNED[1], 2, init)
+    np.testing.assert_allclose(fits[True], ref, atol=bound(3), rtol=0)
+    np.testing.assert_allclose(fits[True], fits[False], atol=bound(3), rtol=0)
+
+
+def test_pins_read_back_when_the_step_cannot_use_them(monkeypatch):
+    """A pinned tensor whose consumer does not map on the pieces is read back after the runs that
+    made it (its rows have held it since) and concatenated on the host: the same fits as without pins."""
+    from gen.compiler.pins import Pinning
+
+    released = []
+    unpinned = Pinning.unpinned
+
+    def spy(self, t):
+        released.append((t.name, t.on_host))
+        unpinned(self, t)
+
+    monkeypatch.setattr(Pinning, "_pinned_mapping", lambda self, *a: None)
+    monkeypatch.setattr(Pinning, "unpinned", spy)
+    cfg = load_config(ROOT / "configs" / "small.toml")
+    nets, progs = _pinned_programs(cfg)
+    assert released == [("Y0.t3", False), ("Y2.t4", True)]       # the prefix only on chip, the result also read
+    assert not [s for s in progs[True].steps if s.roles.endswith("pinned")]
+    reads = [x.name for r in progs[True].runs for x in r.reads]
+    assert [n for n in reads if n.startswith("Y0.t3[")], reads      # the pieces, read back late
+    T = low_rank_tensor(*PINNED, 0.5, seed=3)
+    init = [round_to_bf16_f32(u.astype(np.float32)) for u in orthonormal_factors(*PINNED, 0)]
+    fits = {q: run_hooi(T, PINNED[1], 1, cfg, init=init, compiled=(nets, p)).fits for q, p in progs.items()}
+    np.testing.assert_allclose(fits[True], fits[False], atol=bound(3), rtol=0)
+
+
 # --- no explicit permutation, RTL ---------------------------------------------------------------
 @pytest.mark.parametrize("shape,ranks", [((64, 64, 64), (16, 16, 16)), ((16, 16, 16, 16), (4, 4, 4, 4)),
                                          ((40, 24, 20), (5, 6, 4))])
@@ -271,10 +330,18 @@ def test_host_transposes_counts_a_lane_change():
 def test_hooi_rtl_equals_emulator(sim):
     """Every DMA job of an iteration (TTM chains, factor loads between them, the core) on the RTL of
     the small design with the bench's AXI4 DRAM: every job's cycles and error and every byte the
-    stores wrote equal the emulator's (``rtl_check_dma`` raises otherwise)."""
-    shape, ranks = (8, 8, 8), (2, 2, 2)
+    stores wrote equal the emulator's (``rtl_check_dma`` raises otherwise). Verilator (``-m slow``;
+    about 7,000 cycles, a minute on Icarus) runs the program with pinned pieces of
+    :func:`test_pinned_prefix_stays_on_chip`: chunked chains, the prefix used where it was made."""
+    cfg = load_config(ROOT / "configs" / "small.toml")
+    if sim == "icarus":
+        shape, ranks = (8, 8, 8), (2, 2, 2)
+        compiled = None
+    else:
+        (shape, ranks), (nets, progs) = PINNED, _pinned_programs(cfg)
+        compiled = nets, progs[True]
     T = low_rank_tensor(shape, ranks, 0.5, seed=2)
-    r = run_hooi(T, ranks, 1, load_config(ROOT / "configs" / "small.toml"), sim=sim)
+    r = run_hooi(T, ranks, 1, cfg, sim=sim, compiled=compiled)
     assert r.rtl_equal is True and r.fits[0] > 0
 
 

@@ -13,10 +13,14 @@ runs instead of overlapping them, e.g. UCF BT fp 269k instead of 241k cycles end
 host store (*spilled*, counted in ``dram_bytes``) and the next segment uses the other half.
 Programs longer than ``imem_depth - 1`` instructions are split into several runs of the same half.
 A step that fails half-way is undone with :meth:`Memory.mark` / :meth:`Memory.rollback`.
+*Pinned* blocks (:meth:`Memory.pin`: the pieces of a chunked intermediate that a later step
+consumes where they are) keep their rows in their half across segments: no segment allocates them
+until :meth:`Memory.unpin`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from gen.compiler.layout import Layout, ceil_to
@@ -38,6 +42,11 @@ class Tensor:
         #: without chunk suffix; a host slice's comes from the tensor it is cut from (:attr:`parent`)
         self.dram_lane: str | None = None
         self.parent: Tensor | None = None
+        #: pinned pieces (:meth:`gen.compiler.chunk.Chunking.concatenated`): the tensor is these
+        #: pieces along :attr:`piece_mode`, each still on chip where it was computed, until a step
+        #: consumes them (:meth:`gen.compiler.pins.Pinning.from_pins`)
+        self.pieces: list[Piece] = []
+        self.piece_mode: str | None = None
 
     def image_lane(self) -> str | None:
         """The lane of the DRAM image of this tensor (or of the tensor it is a slice of), if any."""
@@ -47,6 +56,22 @@ class Tensor:
                 return t.dram_lane
             t = t.parent
         return None
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A piece ``lo:hi`` (mode ``pm``) of a tensor cut along a mode, pinned on chip
+    (:meth:`Memory.pin`): its rows hold it from the end of run ``run`` on, in half ``half``."""
+
+    name: str
+    modes: tuple[str, ...]
+    layout: Layout
+    addr: int
+    half: int
+    run: int
+    pm: str
+    lo: int
+    hi: int
 
 
 def addr_of(t: Tensor) -> int:
@@ -85,6 +110,12 @@ class Memory:
         self.fresh: list[tuple[int, int]] = []
         #: inputs whose DRAM image lane a write set (undone by :meth:`rollback`)
         self.imaged: list[Tensor] = []
+        #: per half, ``(row, rows, name)`` of pinned blocks: pieces kept on chip across segments for
+        #: a later step (:meth:`pin`); no allocation in any segment of that half takes their rows
+        self.pins: dict[int, list[tuple[int, int, str]]] = {0: [], 1: []}
+        #: ``(half, rows) -> (row, end)``: rows reserved for the next pieces of a pinned tensor, right
+        #: after the last one (:meth:`pin`): only a computed result of ``rows`` rows goes there, at ``row``
+        self.prefer: dict[tuple[int, int], tuple[int, int]] = {}
         self.new_segment()
 
     # --- segments -----------------------------------------------------------------
@@ -118,6 +149,35 @@ class Memory:
         if t.dram_lane is None:
             t.dram_lane = t.layout.lane.split("@")[0]
 
+    def pin(self, t: Tensor, pm: str, lo: int, hi: int, more: int = 0) -> Piece:
+        """Keep on-chip tensor ``t`` (piece ``lo:hi`` of a tensor, mode ``pm``) where it is, across
+        segments, until :meth:`unpin`; reserve the rows after it for ``more`` pieces of its size in
+        this half (where nothing else is yet), so that the pieces lie back to back."""
+        assert t.addr is not None and t.layout is not None
+        rows, key = t.layout.rows, (self.half, t.layout.rows)
+        self.pins[self.half].append((t.addr, rows, t.name))
+        step = ceil_to(rows, self.geo.banks)           # blocks start on a multiple of ``banks`` rows
+        nxt, end = self.prefer.get(key, (None, None))
+        if nxt != t.addr:
+            end = t.addr + step * (1 + more)
+            if end > self.geo.unified_half_rows or any(a < end and t.addr + rows < a + n for a, n in self.busy()):
+                end = t.addr + step
+        if t.addr + step < end:
+            self.prefer[key] = (t.addr + step, end)
+        else:
+            self.prefer.pop(key, None)
+        return Piece(t.name, t.modes, t.layout, t.addr, self.half, len(self.runs) - 1, pm, lo, hi)
+
+    def unpin(self, names: set[str]) -> None:
+        """Release the pinned blocks of ``names`` (and every reservation)."""
+        for h in self.pins:
+            self.pins[h] = [p for p in self.pins[h] if p[2] not in names]
+        self.prefer.clear()
+
+    def _reserved(self, skip: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+        """``(row, rows)`` of the current half's reservations (:attr:`prefer`) but ``skip``'s."""
+        return [(a, e - a) for (h, r), (a, e) in self.prefer.items() if h == self.half and (h, r) != skip]
+
     # --- allocation -----------------------------------------------------------------
     def begin_step(self) -> None:
         """A new step: every block allocated so far belongs to a tensor on chip."""
@@ -126,7 +186,7 @@ class Memory:
     def busy(self) -> list[tuple[int, int]]:
         """``(row, rows)`` of the blocks that may not be reused now (module docstring), sorted."""
         reads = {r.name for r in self.cur.reads}
-        out = list(self.fresh)
+        out = list(self.fresh) + [(a, n) for a, n, _ in self.pins[self.half]] + self._reserved()
         for t in self.onchip.values():
             if t.addr is not None and t.layout is not None and (
                     t.name in self.keep or t.name in self.live or t.name in reads or self.protected(t)):
@@ -134,11 +194,15 @@ class Memory:
         return sorted(out)
 
     def _find(self, rows: int, top: int, busy: list[tuple[int, int]], reuse: bool) -> int | None:
-        """Where ``rows`` rows go: above ``top`` if they fit, else (``reuse``) the first gap between
-        ``busy`` blocks."""
+        """Where ``rows`` rows go: above ``top`` if they fit (past the pinned blocks there), else
+        (``reuse``) the first gap between ``busy`` blocks."""
         B, half = self.geo.banks, self.geo.unified_half_rows
-        if ceil_to(top, B) + rows <= half:
-            return ceil_to(top, B)
+        base = ceil_to(top, B)
+        for a, n in sorted([(a, n) for a, n, _ in self.pins[self.half]] + self._reserved()):
+            if base < a + n and a < base + rows:
+                base = ceil_to(a + n, B)
+        if base + rows <= half:
+            return base
         if not reuse:
             return None
         cand = 0
@@ -153,7 +217,15 @@ class Memory:
         """Allocate ``rows`` rows in the current half for a computed result (None: no room); dead
         tensors whose rows it takes leave the chip. ``reuse=False``: above the highest block only
         (a host write)."""
-        base = self._find(rows, self.top, self.busy(), reuse)
+        busy = self.busy()
+        key = (self.half, rows)
+        base = self.prefer[key][0] if reuse and key in self.prefer else None
+        if base is not None:        # the next piece of a pinned tensor: its reserved rows
+            own = (base, self.prefer[key][1] - base)
+            if any(a < base + rows and base < a + n for a, n in busy if (a, n) != own):
+                base = None
+        if base is None:
+            base = self._find(rows, self.top, busy, reuse)
         if base is None:
             return None
         self.top = max(self.top, base + rows)
@@ -232,4 +304,4 @@ class Memory:
             del self.host_ops[nops:]
 
 
-__all__ = ["Tensor", "addr_of", "NoRoom", "Memory"]
+__all__ = ["Tensor", "Piece", "addr_of", "NoRoom", "Memory"]

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from gen.compiler.allocate import Tensor, addr_of
+from gen.compiler.allocate import Piece, Tensor, addr_of
 from gen.compiler.layout import ceil_to
 from gen.compiler.mapping import acc_rows, acc_span, free_instrs, instantiate
 from gen.compiler.program import CompileError, StepRecord, gemm_dataflows, gemm_transposes
@@ -143,7 +143,7 @@ class Chunking:
         sums held in the accumulation unit across the pieces (:meth:`accumulated`; only when it is
         the unified memory, not the accumulation unit, that is too small)."""
         sizes = self.sizes
-        budget = int(self.geo.unified_half_rows * 0.9)
+        budget = int(self.geo.unified_half_rows * self.piece_fraction)
         out_modes = [m for m in dict.fromkeys(A.modes + B.modes) if m in keep and not m.startswith("_")]
         kmodes = [m for m in dict.fromkeys(A.modes) if m in B.modes and m not in keep and not m.startswith("_")]
         for t in (A, B):
@@ -208,6 +208,12 @@ class Chunking:
                                             for f in tail]
         kept = [i == len(tail) or name in self.mem.keep or name in self.assemble
                 for i, (name, _) in enumerate(levels)]
+        # levels a later step contracts over ``m``: their pieces stay where they are (pinned), and
+        # only those the host needs too (the chain's result) are read back
+        pin = [k and self._pinnable(name, modes, m) for (name, modes), k in zip(levels, kept)]
+        host = [k and (i == len(tail) or name in self.assemble or not pin[i])
+                for i, ((name, _), k) in enumerate(zip(levels, kept))]
+        pinned: list[list[Piece]] = [[] for _ in levels]
         parts: list[list[tuple[Tensor, str]]] = [[] for _ in levels]
         live = self.mem.live | {A.name, B.name}
         for lo in range(0, S, piece):
@@ -235,10 +241,9 @@ class Chunking:
             done = names.index(res.name)        # the levels the piece's own pieces ran
             for j in range(done):
                 if kept[j]:                     # assembled on the host by the nested cut
+                    self._unpin_level(j, pin, host, pinned, parts)
                     parts[j].append((self.registry[names[j]], pm))
-            if kept[done]:
-                self.mem.ensure_on_host(res)     # saved for later (or the result): read back
-            parts[done].append((res, pm))
+            self._keep_piece(done, res, pm, lo, hi, pin, host, pinned, parts)
             for k, (f, o) in enumerate(zip(tail, others)):
                 if k < done:
                     continue
@@ -247,16 +252,21 @@ class Chunking:
                 lhs, rhs = (res, o) if f.lhs else (o, res)
                 res = self.step(label, f.s_idx, lhs, rhs, fkeep, f"{f.out_name}[{pm}]", infos[k + 1],
                                 k == len(tail) - 1)
-                if kept[k + 1]:
-                    self.mem.ensure_on_host(res)
-                parts[k + 1].append((res, pm))
+                self._keep_piece(k + 1, res, pm, lo, hi, pin, host, pinned, parts)
             if self.run_per_piece and hi < S:
                 self.mem.live = live
                 self.mem.close_segment()
         out = None
-        for (name, modes), ps, k in zip(levels, parts, kept):
-            if k:
+        for j, ((name, modes), ps, k) in enumerate(zip(levels, parts, kept)):
+            if not k:
+                continue
+            if host[j]:
                 out = self._concat(name, modes, m, ps)
+            else:
+                out = Tensor(name, tuple(modes))
+                self.registry[name] = out
+            if pin[j]:
+                out.pieces, out.piece_mode = pinned[j], m
         return out
 
     def _concat(self, name: str, modes: Sequence[str], m: str, parts: list[tuple[Tensor, str]]) -> Tensor:

@@ -20,6 +20,7 @@ from gen.compiler.allocate import Memory, NoRoom, Tensor, addr_of
 from gen.compiler.chunk import Chunking, Fusable
 from gen.compiler.layout import Layout, has_batch
 from gen.compiler.mapping import acc_span, free_instrs, instantiate
+from gen.compiler.pins import Pinning
 from gen.compiler.planner import NextInfo, Plan, Planner
 from gen.compiler.relayout import eye_layout, eye_name, primed
 from gen.compiler.program import (CompileError, Program, StepRecord, gemm_dataflows, gemm_transposes,
@@ -44,13 +45,13 @@ class NoAccum(Exception):
     """No mapping of a step fits the accumulation unit (the step is chunked)."""
 
 
-class Compiler(Chunking):
+class Compiler(Chunking, Pinning):
     """Compile networks into a :class:`gen.compiler.program.Program` (see :mod:`gen.compiler`)."""
 
     def __init__(self, config: FettaConfig, align: bool = False, carry_rows: int = 0, relayout: str = "auto",
                  views: bool = True, keep_lanes: bool = False, fuse: bool = True, run_per_piece: bool = False,
                  k_split: bool = True, stationary: bool = True, lookahead: int = 3, defer: bool = True,
-                 fuse_nested: bool = False):
+                 fuse_nested: bool = False, piece_fraction: float = 0.9):
         check_accelerator(config)
         if relayout not in RELAYOUT_POLICIES:
             raise CompileError(f"must be one of {', '.join(RELAYOUT_POLICIES)}, got {relayout!r}", field="relayout")
@@ -64,6 +65,13 @@ class Compiler(Chunking):
         self.fuse_nested = fuse_nested
         #: piece names whose pieces a nested chunking reads back and concatenates (:meth:`concatenated`)
         self.assemble: set[str] = set()
+        #: intermediate name -> the modes the later step that uses it contracts: a chunked step
+        #: pins the pieces of such a tensor where one of them is its cut (:meth:`concatenated`,
+        #: :meth:`from_pins`; set by :func:`gen.compiler.phases.compile_networks` ``pin``)
+        self.pin_for: dict[str, frozenset[str]] = {}
+        #: the share of a half a chunk piece's estimated rows may take (:meth:`Chunking.chunked`):
+        #: smaller pieces shorten the first piece's load, which no compute hides
+        self.piece_fraction = piece_fraction
         self.config = config
         self.geo = Geometry.of(config)
         #: batch pieces (:mod:`gen.compiler.batched`): accumulation rows reserved at the top of the
@@ -138,10 +146,21 @@ class Compiler(Chunking):
         piece with it if it is chunked (:meth:`Chunking.chunked`); the result is then that of the
         last step done, named after it.
 
+        An operand with pinned pieces (:meth:`Chunking.concatenated`) is used where its pieces
+        are when the step contracts their cut (:meth:`Pinning.from_pins`), else read back first
+        (:meth:`Pinning.unpinned`).
+
         Batch pieces (``carry_rows``): a step with a carried or deferred operand is *deferred*: the
         last piece runs it once, on the sum of all pieces (its other operand must not depend on the
         batch, and it must not be chunked).
         """
+        if A.pieces or B.pieces:
+            res = None if self.carry_rows else self.from_pins(label, s_idx, A, B, keep, out_name, final)
+            if res is not None:
+                return res
+            for t in (A, B):
+                if t.pieces:
+                    self.unpinned(t)
         late = self.carried | self.deferred
         self._deferring = bool(self.carry_rows) and (A.name in late or B.name in late)
         if self._deferring and (self.depends(A) and A.name not in late or self.depends(B) and B.name not in late):
@@ -378,7 +397,7 @@ class Compiler(Chunking):
             for sj in range(si + 1, len(steps) if self.fuse else 0):
                 nj = steps[sj]
                 other = nj.rhs if nj.lhs == prev else nj.lhs if nj.rhs == prev else None
-                if other is None or other not in live:
+                if other is None or other not in live or live[other].pieces:
                     break
                 tail.append(Fusable(sj, live[other], nj.lhs == prev, tuple(nj.out_modes), f"{prefix}.t{nxt + sj}"))
                 others.append(other)

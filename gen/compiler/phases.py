@@ -464,7 +464,8 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
                      paths: Mapping[str, Sequence[Sequence[int]]] | None = None, fuse: bool = True,
                      saved: Mapping[str, tuple[str, int]] | None = None,
                      run_per_piece: bool = False, image_lanes: Mapping[str, str] | None = None,
-                     fuse_nested: bool = False, lookahead: int = _Policy().lookahead) -> Program:
+                     fuse_nested: bool = False, lookahead: int = _Policy().lookahead, pin: bool = False,
+                     piece_fraction: float = 0.9) -> Program:
     """Compile a sequence of networks into one :class:`Program` (one compiler: tensors stay on chip
     from one network to the next, and a tensor that comes back in another layout counts as a
     re-layout like any other). Each network runs along its path in ``paths`` (by label), else its
@@ -479,20 +480,26 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
     writes the derived tensor comes after it (:meth:`Program.write_deps` times the write from there).
     ``saved``: intermediates a later network uses by name (name -> (label of the network computing
     it, its SSA id on that network's path)): kept (read back when it leaves the chip).
-    ``fuse``: as :func:`compile_layer`'s; ``run_per_piece``, ``fuse_nested``, ``lookahead``: see
-    :class:`gen.compiler.compiler.Compiler`.
+    ``fuse``: as :func:`compile_layer`'s; ``run_per_piece``, ``fuse_nested``, ``lookahead``,
+    ``piece_fraction``: see :class:`gen.compiler.compiler.Compiler`.
     ``image_lanes``: host-store input -> the mode whose (low half, if split) is the lane of its DRAM
     image (default: the lane of its first write), e.g. one that no network contracts first.
+    ``pin``: a saved intermediate or a result that a later network's step contracts over the mode
+    its chunk pieces were cut along stays on chip in those pieces, and that step runs on them where
+    they are (:meth:`gen.compiler.pins.Pinning.from_pins`), instead of their DRAM round trip.
     """
     derived = dict(derived or {})
     comp = Compiler(config, relayout=relayout, views=views, keep_lanes=True, fuse=fuse,
-                    run_per_piece=run_per_piece, fuse_nested=fuse_nested, lookahead=lookahead)
+                    run_per_piece=run_per_piece, fuse_nested=fuse_nested, lookahead=lookahead,
+                    piece_fraction=piece_fraction)
+    split = [split_modes(net, config.lanes, pad) for net in nets]
+    chosen = {net.label: (paths or {}).get(net.label) or best_path(net) for net in nets}
+    if pin:
+        comp.pin_for = _pin_for(nets, split, chosen, saved or {})
     layer = _Layer(comp, config.lanes, pad)
     outs: dict[str, Tensor] = {}
     used_paths: dict[str, list[list[int]]] = {}
-    for net in nets:
-        orig = net
-        net = split_modes(net, config.lanes, pad)
+    for orig, net in zip(nets, split):
         for op in net.inputs:
             if op.name in outs:
                 layer.tensors[op.name] = outs[op.name]
@@ -514,7 +521,7 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
                                        f"reads back", field="derived")
                 layer.tensors[name].read_run = src.read_run
                 comp.host_ops.append((src.read_run, "derive", (name, derived[name])))
-        path = (paths or {}).get(net.label) or best_path(orig)
+        path = chosen[net.label]
         keeps = {name: f"{net.label}.t{sid}" for name, (label, sid) in (saved or {}).items() if label == net.label}
         comp.mem.keep |= set(keeps.values())
         out = comp.network(net, path, layer.tensors, net.label)
@@ -526,6 +533,24 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
         layer.tensors.update(comp.registry)
     return comp.program(results=layer.results, paths=used_paths, reused={}, input_modes=layer.input_modes,
                         input_pads=layer.input_pads)
+
+
+def _pin_for(nets: Sequence[Network], split: Sequence[Network], paths: Mapping[str, Sequence[Sequence[int]]],
+             saved: Mapping[str, tuple[str, int]]) -> dict[str, frozenset[str]]:
+    """:attr:`Compiler.pin_for` of :func:`compile_networks` ``pin``: the compiler's name of every saved
+    intermediate and network result that a later network uses, -> the (split) modes of the first
+    step there that uses it contracts."""
+    inner = {name: f"{label}.t{sid}" for name, (label, sid) in saved.items()}
+    for net, sp in zip(nets, split):
+        inner[net.target] = f"{net.label}.t{len(sp.inputs) + len(paths[net.label]) - 1}"
+    out: dict[str, frozenset[str]] = {}
+    for sp in split:
+        steps = path_steps(sp, paths[sp.label])
+        for k, op in enumerate(sp.inputs):
+            st = next((s for s in steps if k in (s.lhs, s.rhs)), None)
+            if op.name in inner and st is not None:
+                out[inner[op.name]] = frozenset(st.contracted)
+    return out
 
 
 #: most batch pieces :func:`compile_pieces` tries

@@ -69,6 +69,9 @@ def _host_ops(ops, store, sizes) -> None:
             src, dst, m, pm, lo, hi = args
             arr, modes = store[src]
             ax = modes.index(m)
+            if hi is None:              # ``lo``: the indices taken (pieces merged, gen.compiler.chunk)
+                store[dst] = (np.take(arr, lo, axis=ax), tuple(pm if x == m else x for x in modes))
+                continue
             idx = tuple(slice(lo, hi) if i == ax else slice(None) for i in range(len(modes)))
             part = arr[idx]
             if sizes[pm] > hi - lo:     # the last piece of a step chunked over a contracted mode

@@ -69,11 +69,19 @@ def fit_of(T: np.ndarray, core: np.ndarray, factors: Sequence[np.ndarray]) -> fl
     return 1.0 - float(np.linalg.norm(T - reconstruct(core, factors)) / np.linalg.norm(T))
 
 
+#: the shares of a half a chunk piece may take that :func:`compile_hooi` tries
+#: (:class:`gen.compiler.compiler.Compiler` ``piece_fraction``)
+PIECE_FRACTIONS = (0.9, 0.6)
+
+
 def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig) -> tuple[HooiNetworks, Program]:
     """The networks of one iteration and their program: without zero padding, and with it when it
     would change a mode (:func:`gen.compiler.layout.split_modes`); chunk pieces sharing runs, and
     each in a run of its own (``run_per_piece``); a chain piece that is cut again running the chain
-    on its own pieces or not (``fuse_nested``); the fewer cycles end to end (lowered to DMA jobs,
+    on its own pieces or not (``fuse_nested``); a shared prefix (and the last chain's result) kept on
+    chip in its pieces for the step that contracts their cut, or not (``pin``: the prefix then never
+    goes to DRAM); chunk pieces of up to 90 % or 60 % of a half (:data:`PIECE_FRACTIONS`: smaller
+    pieces shorten the first load, which no compute hides); the fewer cycles end to end (lowered to DMA jobs,
     :func:`gen.compiler.dma.hardware_cycles`) kept, and its options once more with the planner's
     wider lookahead (:data:`gen.compiler.phases.WIDE_LOOKAHEAD`: a nested piece's first TTM then
     leaves its result in a layout the second splits over all CEs, 32^4). The tensor's DRAM image has
@@ -83,14 +91,16 @@ def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig
     if any(padded_size(s, config.lanes) != s for s in (*shape, *ranks)):
         pads.append(True)
 
-    def compiled(pad: bool, per_piece: bool, nested: bool, wide: bool = False) -> Program:
+    def compiled(pad: bool, per_piece: bool, nested: bool, pin: bool, fraction: float, wide: bool = False) -> Program:
         prog = compile_networks(nets.networks, config, derived=nets.derived, pad=pad, paths=nets.paths,
                                 saved=nets.saved, run_per_piece=per_piece, image_lanes={"T": "i0"},
-                                fuse_nested=nested, **({"lookahead": WIDE_LOOKAHEAD} if wide else {}))
-        prog.variant = dict(pad=pad, per_piece=per_piece, nested=nested)
+                                fuse_nested=nested, pin=pin, piece_fraction=fraction,
+                                **({"lookahead": WIDE_LOOKAHEAD} if wide else {}))
+        prog.variant = dict(pad=pad, per_piece=per_piece, nested=nested, pin=pin, fraction=fraction)
         return prog
 
-    progs = [compiled(p, r, n) for p in pads for r in (False, True) for n in (False, True)]
+    progs = [compiled(p, r, n, q, f) for p in pads for r in (False, True) for n in (False, True)
+             for q in (False, True) for f in PIECE_FRACTIONS]
     cycles = {id(p): hardware_cycles(p, config) for p in progs}     # each program lowered once
 
     def key(p: Program) -> tuple[int, int]:
