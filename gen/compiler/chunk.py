@@ -219,6 +219,8 @@ class Chunking:
         for lo in range(0, S, piece):
             hi = min(S, lo + piece)
             pm = f"{m}@{lo}:{hi}"     # unique per extent: mode sizes are global by name
+            # pieces still to come in this piece's half (every other one with a run per piece)
+            more = (-(-S // piece) - 1 - lo // piece) // (2 if self.run_per_piece else 1)
             self.sizes[pm] = hi - lo
 
             def ren(modes):
@@ -243,7 +245,7 @@ class Chunking:
                 if kept[j]:                     # assembled on the host by the nested cut
                     self._unpin_level(j, pin, host, pinned, parts)
                     parts[j].append((self.registry[names[j]], pm))
-            self._keep_piece(done, res, pm, lo, hi, pin, host, pinned, parts)
+            self._keep_piece(done, res, pm, lo, hi, more, pin, host, pinned, parts)
             for k, (f, o) in enumerate(zip(tail, others)):
                 if k < done:
                     continue
@@ -252,7 +254,7 @@ class Chunking:
                 lhs, rhs = (res, o) if f.lhs else (o, res)
                 res = self.step(label, f.s_idx, lhs, rhs, fkeep, f"{f.out_name}[{pm}]", infos[k + 1],
                                 k == len(tail) - 1)
-                self._keep_piece(k + 1, res, pm, lo, hi, pin, host, pinned, parts)
+                self._keep_piece(k + 1, res, pm, lo, hi, more, pin, host, pinned, parts)
             if self.run_per_piece and hi < S:
                 self.mem.live = live
                 self.mem.close_segment()

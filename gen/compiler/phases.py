@@ -538,19 +538,19 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
 def _pin_for(nets: Sequence[Network], split: Sequence[Network], paths: Mapping[str, Sequence[Sequence[int]]],
              saved: Mapping[str, tuple[str, int]]) -> dict[str, frozenset[str]]:
     """:attr:`Compiler.pin_for` of :func:`compile_networks` ``pin``: the compiler's name of every saved
-    intermediate and network result that a later network uses, -> the (split) modes of the first
-    step there that uses it contracts."""
+    intermediate and network result that exactly one later network uses, -> the (split) modes the
+    step there that uses it contracts (a tensor used twice stays off: its pieces serve one step)."""
     inner = {name: f"{label}.t{sid}" for name, (label, sid) in saved.items()}
     for net, sp in zip(nets, split):
         inner[net.target] = f"{net.label}.t{len(sp.inputs) + len(paths[net.label]) - 1}"
-    out: dict[str, frozenset[str]] = {}
+    uses: dict[str, list[frozenset[str]]] = {}
     for sp in split:
         steps = path_steps(sp, paths[sp.label])
         for k, op in enumerate(sp.inputs):
             st = next((s for s in steps if k in (s.lhs, s.rhs)), None)
             if op.name in inner and st is not None:
-                out[inner[op.name]] = frozenset(st.contracted)
-    return out
+                uses.setdefault(inner[op.name], []).append(frozenset(st.contracted))
+    return {name: modes[0] for name, modes in uses.items() if len(modes) == 1}
 
 
 #: most batch pieces :func:`compile_pieces` tries

@@ -39,16 +39,15 @@ class Pinning:
         rows = math.prod(self.sizes[x] for x in modes if not x.startswith("_")) // self.L
         return m in self.pin_for.get(name, ()) and rows <= self.geo.unified_half_rows // 2
 
-    def _keep_piece(self, j: int, res: Tensor, pm: str, lo: int, hi: int, pin: list[bool], host: list[bool],
-                    pinned: list[list[Piece]], parts: list[list[tuple[Tensor, str]]]) -> None:
-        """Piece ``pm`` of level ``j`` (``res``, just computed): pinned where it stays, read back where
-        the host needs it (:meth:`concatenated`). A piece that is not on chip (cut again) unpins its level."""
+    def _keep_piece(self, j: int, res: Tensor, pm: str, lo: int, hi: int, more: int, pin: list[bool],
+                    host: list[bool], pinned: list[list[Piece]], parts: list[list[tuple[Tensor, str]]]) -> None:
+        """Piece ``pm`` (``lo:hi``) of level ``j`` (``res``, just computed) of
+        :meth:`~gen.compiler.chunk.Chunking.concatenated`: pinned where it is (``more``: pieces of
+        the level still to come in this half), read back where the host needs it. A piece that is
+        not on chip (cut again) unpins its level."""
         if pin[j] and res.name not in self.mem.onchip:
             self._unpin_level(j, pin, host, pinned, parts)
         if pin[j]:
-            # the pieces still to come in this half: every other one with a run per piece
-            left = -(-self.sizes[pm.split("@")[0]] // (hi - lo)) - 1 - lo // (hi - lo)
-            more = left // 2 if self.run_per_piece else left
             pinned[j].append(self.mem.pin(res, pm, lo, hi, more))
         if host[j]:
             self.mem.ensure_on_host(res)
