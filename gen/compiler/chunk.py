@@ -348,15 +348,19 @@ class Chunking:
             t = self._slice(t, m, names[m], lo, hi)
         return t
 
-    def _accum_mapping(self, As: Tensor, Bs: Tensor, keep: set[str]):
+    def _accum_mapping(self, As: Tensor, Bs: Tensor, keep: set[str], held: Tensor | None = None):
         """Place piece 0 of :meth:`accumulated` (slices ``As``, ``Bs``): the fastest plan and mapping
         whose results of all free-loop indices fit the accumulation unit, as ``(plan, mapping,
         accumulation stride, (X row, Y row, result row))``; None if there is none. The indices' rows
         sit side by side (``acc_span`` apart), or, where that does not fit, at their result offsets
         (stride None): a free loop over lane blocks or other low result rows interleaves with the
         others in no more rows than the result has (UCF TR-14 fp: a rank-5 lane of two blocks, whose
-        16-CE mapping needed 9,568 rows side by side and 4,800 interleaved, of 8,192)."""
+        16-CE mapping needed 9,568 rows side by side and 4,800 interleaved, of 8,192). ``held``: an
+        operand on chip that the plan must take in its layout (:meth:`Pinning.from_pins
+        <gen.compiler.pins.Pinning.from_pins>`)."""
         for _, plan in self.planner.scored_plans(As, Bs, keep, None):
+            if held is not None and (plan.xo if plan.X is held else plan.yo) is not None:
+                continue
             need = [o.rows for o in (plan.xo, plan.yo) if o is not None]
             if not self.mem.fits(need, [plan.lo.rows]):
                 continue
@@ -370,7 +374,7 @@ class Chunking:
                     self.prepare(plan.X, plan.alpha, plan.xo)
                     self.prepare(plan.Y, plan.beta, plan.yo)
                     addrs = (addr_of(plan.X), addr_of(plan.Y), self.mem.alloc(plan.lo.rows))
-                    if instantiate(mp, *addrs, self.geo, acc_stride=stride) is not None:
+                    if addrs[2] is not None and instantiate(mp, *addrs, self.geo, acc_stride=stride) is not None:
                         return plan, mp, stride, addrs
                     self.mem.rollback(mark)
                     As.modes, Bs.modes = modes

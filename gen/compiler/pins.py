@@ -23,7 +23,7 @@ import math
 from typing import Sequence
 
 from gen.compiler.allocate import Piece, Tensor, addr_of
-from gen.compiler.mapping import acc_rows, acc_span, free_instrs, instantiate
+from gen.compiler.mapping import instantiate
 from gen.compiler.program import CompileError, Read, StepRecord, gemm_dataflows, gemm_transposes
 
 
@@ -193,27 +193,9 @@ class Pinning:
                  f"{g[0].name}+{n - 1}") for g in groups]
 
     def _pinned_mapping(self, Xs: Tensor, Ys: Tensor, view: Tensor, keep: set[str]):
-        """Piece 0 of :meth:`from_pins` placed: as :meth:`_accum_mapping`, among the plans that take
-        the pinned piece ``view`` in its layout."""
-        for _, plan in self.planner.scored_plans(Xs, Ys, keep, None):
-            if (plan.xo if plan.X is view else plan.yo) is not None:
-                continue
-            need = [o.rows for o in (plan.xo, plan.yo) if o is not None]
-            if not self.mem.fits(need, [plan.lo.rows]):
-                continue
-            for mp in plan.mappings:
-                for stride in ([acc_span(mp, self.geo), None] if free_instrs(mp) > 1 else [0]):
-                    if acc_rows(mp, self.geo, stride) > self.plan_geo.accum_rows:
-                        continue
-                    mark, modes = self.mem.mark(), (Xs.modes, Ys.modes)
-                    self.prepare(plan.X, plan.alpha, plan.xo)
-                    self.prepare(plan.Y, plan.beta, plan.yo)
-                    addrs = (addr_of(plan.X), addr_of(plan.Y), self.mem.alloc(plan.lo.rows))
-                    if addrs[2] is not None and instantiate(mp, *addrs, self.geo, acc_stride=stride) is not None:
-                        return plan, mp, stride, addrs
-                    self.mem.rollback(mark)
-                    Xs.modes, Ys.modes = modes
-        return None
+        """Piece 0 of :meth:`from_pins` placed: :meth:`~gen.compiler.chunk.Chunking._accum_mapping`
+        among the plans that take the pinned piece ``view`` in its layout."""
+        return self._accum_mapping(Xs, Ys, keep, held=view)
 
     def _take(self, t: Tensor, m: str, pm: str, idx: Sequence[int]) -> Tensor:
         """The host tensor of ``t`` at the indices ``idx`` of ``m``, as mode ``pm``."""
