@@ -34,10 +34,10 @@ class Pinning:
 
     def _pinnable(self, name: str, modes: Sequence[str], m: str) -> bool:
         """Pin the pieces of level ``name`` (modes ``modes``) cut along ``m``? When the later step that
-        uses it contracts ``m`` (:attr:`Compiler.pin_for`) and the whole tensor takes at most half a
-        ping-pong half (the pieces of both halves together)."""
+        uses it contracts ``m`` (:attr:`Compiler.pin_for`) and the whole tensor takes at most the rows
+        of one ping-pong half (its pieces alternate halves: about half of each)."""
         rows = math.prod(self.sizes[x] for x in modes if not x.startswith("_")) // self.L
-        return m in self.pin_for.get(name, ()) and rows <= self.geo.unified_half_rows // 2
+        return m in self.pin_for.get(name, ()) and rows <= self.geo.unified_half_rows
 
     def _keep_piece(self, j: int, res: Tensor, pm: str, lo: int, hi: int, more: int, pin: list[bool],
                     host: list[bool], pinned: list[list[Piece]], parts: list[list[tuple[Tensor, str]]]) -> None:
