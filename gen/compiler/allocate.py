@@ -174,9 +174,9 @@ class Memory:
             self.pins[h] = [p for p in self.pins[h] if p[2] not in names]
         self.prefer.clear()
 
-    def _reserved(self, skip: tuple[int, int] | None = None) -> list[tuple[int, int]]:
-        """``(row, rows)`` of the current half's reservations (:attr:`prefer`) but ``skip``'s."""
-        return [(a, e - a) for (h, r), (a, e) in self.prefer.items() if h == self.half and (h, r) != skip]
+    def _reserved(self) -> list[tuple[int, int]]:
+        """``(row, rows)`` of the current half's reservations (:attr:`prefer`)."""
+        return [(a, e - a) for (h, _), (a, e) in self.prefer.items() if h == self.half]
 
     # --- allocation -----------------------------------------------------------------
     def begin_step(self) -> None:

@@ -320,20 +320,10 @@ class Chunking:
             if p:
                 self.mem.close_segment()
                 slices = [self._slices(t, cuts, names, rng) for t in (A, B)]
-                X, Y = slices[roles[0]], slices[roles[1]]
-                try:
-                    self.prepare(X, plan.alpha, plan.xo)
-                    self.prepare(Y, plan.beta, plan.yo)
-                except NoRoom:
-                    addrs = (0, 0, None)
-                else:      # a fresh segment: the same rows as piece 0's, but in a half holding pins
-                    addrs = (addr_of(X), addr_of(Y), self.mem.alloc(plan.lo.rows))
-            instrs = None if addrs[2] is None else instantiate(mp, *addrs, self.geo, acc_stride=stride, carry=p > 0)
-            if instrs is None:
-                raise CompileError(f"step {s_idx} of {label}: piece {p} of its chunks over contracted modes does not "
-                                   f"fit or map where piece 0 did (pinned rows in its half)", field="program")
-            self.mem.add_instrs(instrs)
-            self._traffic(instrs)
+                # a fresh segment: the same rows as piece 0's, but in a half holding pins
+                addrs = self._piece_rows(plan, slices[roles[0]], slices[roles[1]], True, True)
+            instrs = self._emit_piece(mp, addrs, stride, p > 0, f"step {s_idx} of {label}: piece {p} of its chunks "
+                                      f"over contracted modes (pinned rows in its half)")
             where = ",".join(f"{m}[{lo}:{hi}]" for (m, _), (lo, hi) in zip(cuts, rng))
             self.steps.append(StepRecord(label, s_idx, A.modes, B.modes, tuple(plan.keep_modes),
                                          f"A={(A, B)[roles[0]].name} B={(A, B)[roles[1]].name} {where}",
@@ -346,6 +336,31 @@ class Chunking:
         if final:
             self.mem.ensure_on_host(out)
         return out
+
+    def _piece_rows(self, plan, X: Tensor, Y: Tensor, write_x: bool, write_y: bool) -> tuple[int, int, int] | None:
+        """A later piece of an accumulated step placed in the open segment: its operands written
+        (``write_x`` / ``write_y``) in ``plan``'s layouts and its result allocated, as ``(X row, Y row,
+        result row)``; None where they do not fit."""
+        try:
+            if write_x:
+                self.prepare(X, plan.alpha, plan.xo)
+            if write_y:
+                self.prepare(Y, plan.beta, plan.yo)
+        except NoRoom:
+            return None
+        out = self.mem.alloc(plan.lo.rows)
+        return None if out is None else (addr_of(X), addr_of(Y), out)
+
+    def _emit_piece(self, mp, addrs: tuple[int, int, int] | None, stride, carry: bool, what: str) -> list:
+        """The instructions of a piece of an accumulated step at ``addrs`` (:meth:`_piece_rows`; None:
+        it did not fit), added to the program; :class:`CompileError` naming ``what`` where they do not
+        fit or map."""
+        instrs = None if addrs is None else instantiate(mp, *addrs, self.geo, acc_stride=stride, carry=carry)
+        if instrs is None:
+            raise CompileError(f"{what} does not fit or map at its rows", field="program")
+        self.mem.add_instrs(instrs)
+        self._traffic(instrs)
+        return instrs
 
     def _slices(self, t: Tensor, cuts, names, rng) -> Tensor:
         """The host slice of ``t`` at one range of every cut mode (see :meth:`accumulated`)."""

@@ -22,9 +22,8 @@ import dataclasses
 import math
 from typing import Sequence
 
-from gen.compiler.allocate import Piece, Tensor, addr_of
-from gen.compiler.mapping import instantiate
-from gen.compiler.program import CompileError, Read, StepRecord, gemm_dataflows, gemm_transposes
+from gen.compiler.allocate import Piece, Tensor
+from gen.compiler.program import Read, StepRecord, gemm_dataflows, gemm_transposes
 
 
 class Pinning:
@@ -89,13 +88,16 @@ class Pinning:
 
     def from_pins(self, label: str, s_idx: int, A: Tensor, B: Tensor, keep: set[str], out_name: str,
                   final: bool) -> Tensor | None:
-        """A step over an operand whose pieces are pinned (:meth:`concatenated`) that contracts the
-        mode they were cut along: one run per piece, in the piece's half, on the piece where it
-        is, with the host slice of the other operand, the partial sums held in the accumulation unit
-        as in :meth:`accumulated` (HOOI: the shared prefix of two TTM chains never leaves the chip,
-        ``docs/hooi.md``). The pieces of one half that lie back to back (:meth:`_pin_units`) are one
-        piece, so that each GEMM contracts as long a mode as it can. The pieces must be of one size
-        and layout, and the plan must take them in that layout; None (nothing emitted) otherwise."""
+        """A step over an operand whose pieces are pinned (:meth:`Chunking.concatenated
+        <gen.compiler.chunk.Chunking.concatenated>`) that contracts the mode they were cut along:
+        one run per unit of :meth:`_pin_units` (the pieces of one half, merged where they lie back to
+        back, so that each GEMM contracts as long a mode as it can), in its half, on the pieces where
+        they are, with the other operand's rows at their indices (a host slice), the partial sums
+        held in the accumulation unit from run to run as in :meth:`Chunking.accumulated
+        <gen.compiler.chunk.Chunking.accumulated>` (HOOI: the shared prefix of two TTM chains never
+        leaves the chip, ``docs/hooi.md``). The pieces must be of one size and layout, and the plan
+        must take them in that layout: None (nothing emitted) otherwise; :class:`~gen.compiler.program.CompileError` where
+        a later unit does not fit or map at its rows."""
         pinned, other = (A, B) if A.pieces else (B, A)
         m = pinned.piece_mode
         if m in keep or m not in other.modes or other.pieces:
@@ -133,18 +135,9 @@ class Pinning:
                 plan, mp, stride, addrs = chosen
                 pin_x = plan.X is v
             else:
-                X, Y = (v, sl) if pin_x else (sl, v)
-                if pin_x:
-                    self.prepare(Y, plan.beta, plan.yo)
-                else:
-                    self.prepare(X, plan.alpha, plan.xo)
-                addrs = (addr_of(X), addr_of(Y), self.mem.alloc(plan.lo.rows))
-            instrs = None if addrs[2] is None else instantiate(mp, *addrs, self.geo, acc_stride=stride, carry=k > 0)
-            if instrs is None:
-                raise CompileError(f"step {s_idx} of {label}: the pinned pieces {vname} of {pinned.name} do not "
-                                   f"map at their rows", field="program")
-            self.mem.add_instrs(instrs)
-            self._traffic(instrs)
+                addrs = self._piece_rows(plan, *((v, sl) if pin_x else (sl, v)), not pin_x, pin_x)
+            instrs = self._emit_piece(mp, addrs, stride, k > 0,
+                                      f"step {s_idx} of {label}: the pinned pieces {vname} of {pinned.name}")
             self.steps.append(StepRecord(label, s_idx, A.modes, B.modes, tuple(plan.keep_modes),
                                          f"A={A.name} B={B.name} {vname} pinned", mp.grid, len(instrs),
                                          macs * size // self.sizes[m], mp.cycles, plan.lo.modes,

@@ -29,7 +29,7 @@ import numpy as np
 from gen.compiler.dma import DmaProgram, hardware_cycles, lower_dma
 from gen.compiler.layout import padded_size
 from gen.compiler.phases import WIDE_LOOKAHEAD, compile_networks
-from gen.compiler.program import Program
+from gen.compiler.program import CompileError, Program
 from gen.design.config import FettaConfig
 from gen.toolflow.dmarun import execute_dma, rtl_check_dma
 from gen.toolflow.jacobi import jacobi_cycles, jacobi_left
@@ -81,7 +81,9 @@ def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig
     on its own pieces or not (``fuse_nested``); a shared prefix (and the last chain's result) kept on
     chip in its pieces for the step that contracts their cut, or not (``pin``: the prefix then never
     goes to DRAM); chunk pieces of up to 90 % or 60 % of a half (:data:`PIECE_FRACTIONS`: smaller
-    pieces shorten the first load, which no compute hides); the fewer cycles end to end (lowered to DMA jobs,
+    pieces shorten the first load, which no compute hides; a pinned variant that does not compile,
+    a later unit of its pieces not fitting or mapping at its rows, is dropped); the fewer cycles end
+    to end (lowered to DMA jobs,
     :func:`gen.compiler.dma.hardware_cycles`) kept, and its options once more with the planner's
     wider lookahead (:data:`gen.compiler.phases.WIDE_LOOKAHEAD`: a nested piece's first TTM then
     leaves its result in a layout the second splits over all CEs, 32^4). The tensor's DRAM image has
@@ -99,16 +101,28 @@ def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig
         prog.variant = dict(pad=pad, per_piece=per_piece, nested=nested, pin=pin, fraction=fraction)
         return prog
 
-    progs = [compiled(p, r, n, q, f) for p in pads for r in (False, True) for n in (False, True)
-             for q in (False, True) for f in PIECE_FRACTIONS]
+    def pinned(pad: bool, per_piece: bool, nested: bool, fraction: float) -> Program | None:
+        try:
+            return compiled(pad, per_piece, nested, True, fraction)
+        except CompileError:        # a later unit of pinned pieces does not fit or map at its rows
+            return None
+
+    progs = [compiled(p, r, n, False, f) for p in pads for r in (False, True) for n in (False, True)
+             for f in PIECE_FRACTIONS]
+    progs += [p for p in (pinned(p, r, n, f) for p in pads for r in (False, True) for n in (False, True)
+                          for f in PIECE_FRACTIONS) if p is not None]
     cycles = {id(p): hardware_cycles(p, config) for p in progs}     # each program lowered once
 
     def key(p: Program) -> tuple[int, int]:
         return cycles[id(p)], p.est_cycles
 
-    wide = compiled(**min(progs, key=key).variant, wide=True)
+    best = min(progs, key=key)
+    try:
+        wide = compiled(**best.variant, wide=True)
+    except CompileError:            # pinned pieces that do not map at the wider lookahead's rows
+        return nets, best
     cycles[id(wide)] = hardware_cycles(wide, config)
-    return nets, min([*progs, wide], key=key)
+    return nets, min([best, wide], key=key)
 
 
 @dataclass
