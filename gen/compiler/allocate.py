@@ -174,9 +174,10 @@ class Memory:
             self.pins[h] = [p for p in self.pins[h] if p[2] not in names]
         self.prefer.clear()
 
-    def _reserved(self) -> list[tuple[int, int]]:
-        """``(row, rows)`` of the current half's reservations (:attr:`prefer`)."""
-        return [(a, e - a) for (h, _), (a, e) in self.prefer.items() if h == self.half]
+    def _held(self) -> list[tuple[int, int]]:
+        """``(row, rows)`` of the current half's pinned blocks and reservations (:attr:`prefer`)."""
+        return [(a, n) for a, n, _ in self.pins[self.half]] + \
+            [(a, e - a) for (h, _), (a, e) in self.prefer.items() if h == self.half]
 
     # --- allocation -----------------------------------------------------------------
     def begin_step(self) -> None:
@@ -186,7 +187,7 @@ class Memory:
     def busy(self) -> list[tuple[int, int]]:
         """``(row, rows)`` of the blocks that may not be reused now (module docstring), sorted."""
         reads = {r.name for r in self.cur.reads}
-        out = list(self.fresh) + [(a, n) for a, n, _ in self.pins[self.half]] + self._reserved()
+        out = list(self.fresh) + self._held()
         for t in self.onchip.values():
             if t.addr is not None and t.layout is not None and (
                     t.name in self.keep or t.name in self.live or t.name in reads or self.protected(t)):
@@ -198,7 +199,7 @@ class Memory:
         (``reuse``) the first gap between ``busy`` blocks."""
         B, half = self.geo.banks, self.geo.unified_half_rows
         base = ceil_to(top, B)
-        for a, n in sorted([(a, n) for a, n, _ in self.pins[self.half]] + self._reserved()):
+        for a, n in sorted(self._held()):
             if base < a + n and a < base + rows:
                 base = ceil_to(a + n, B)
         if base + rows <= half:

@@ -19,6 +19,7 @@ bfloat16 tensor the accelerator saw.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -93,37 +94,28 @@ def compile_hooi(shape: Sequence[int], ranks: Sequence[int], config: FettaConfig
     if any(padded_size(s, config.lanes) != s for s in (*shape, *ranks)):
         pads.append(True)
 
-    def compiled(pad: bool, per_piece: bool, nested: bool, pin: bool, fraction: float, wide: bool = False) -> Program:
-        prog = compile_networks(nets.networks, config, derived=nets.derived, pad=pad, paths=nets.paths,
-                                saved=nets.saved, run_per_piece=per_piece, image_lanes={"T": "i0"},
-                                fuse_nested=nested, pin=pin, piece_fraction=fraction,
-                                **({"lookahead": WIDE_LOOKAHEAD} if wide else {}))
+    def compiled(pad: bool, per_piece: bool, nested: bool, pin: bool, fraction: float,
+                 wide: bool = False) -> Program | None:
+        try:
+            prog = compile_networks(nets.networks, config, derived=nets.derived, pad=pad, paths=nets.paths,
+                                    saved=nets.saved, run_per_piece=per_piece, image_lanes={"T": "i0"},
+                                    fuse_nested=nested, pin=pin, piece_fraction=fraction,
+                                    **({"lookahead": WIDE_LOOKAHEAD} if wide else {}))
+        except CompileError:
+            if not pin:
+                raise
+            return None             # a later unit of pinned pieces does not fit or map at its rows
         prog.variant = dict(pad=pad, per_piece=per_piece, nested=nested, pin=pin, fraction=fraction)
         return prog
 
-    def pinned(pad: bool, per_piece: bool, nested: bool, fraction: float) -> Program | None:
-        try:
-            return compiled(pad, per_piece, nested, True, fraction)
-        except CompileError:        # a later unit of pinned pieces does not fit or map at its rows
-            return None
-
-    progs = [compiled(p, r, n, False, f) for p in pads for r in (False, True) for n in (False, True)
-             for f in PIECE_FRACTIONS]
-    progs += [p for p in (pinned(p, r, n, f) for p in pads for r in (False, True) for n in (False, True)
-                          for f in PIECE_FRACTIONS) if p is not None]
-    cycles = {id(p): hardware_cycles(p, config) for p in progs}     # each program lowered once
-
     def key(p: Program) -> tuple[int, int]:
-        return cycles[id(p)], p.est_cycles
+        return hardware_cycles(p, config), p.est_cycles       # kept on the program: lowered once
 
-    best = min(progs, key=key)
-    try:
-        wide = compiled(**best.variant, wide=True)
-    except CompileError:            # pinned pieces that do not map at the wider lookahead's rows
-        return nets, best
-    cycles[id(wide)] = hardware_cycles(wide, config)
-    return nets, min([best, wide], key=key)
-
+    progs = [compiled(*v) for v in itertools.product(pads, (False, True), (False, True), (False, True),
+                                                       PIECE_FRACTIONS)]
+    best = min((p for p in progs if p is not None), key=key)
+    wide = compiled(**best.variant, wide=True)
+    return nets, best if wide is None else min([best, wide], key=key)
 
 @dataclass
 class HooiIteration:
