@@ -70,11 +70,11 @@ def bound(spec, inputs, phases, prog):
     return {k: out[k] * yabs[k] for k in yabs}
 
 
-def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, **kw):
-    """Compile (``kw``: :func:`compile_layer`'s options), execute, and check every result against
-    the float64 golden model within the derived bound."""
+def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, prog=None, **kw):
+    """Compile (``kw``: :func:`compile_layer`'s options; or take ``prog``), execute, and check every
+    result against the float64 golden model within the derived bound."""
     inputs = random_inputs(spec, seed)
-    prog = compile_layer(spec, phase, config, align=align, **kw)
+    prog = prog or compile_layer(spec, phase, config, align=align, **kw)
     ex = execute(prog, inputs, config)
     phases = {"train": ["fp", "bp", "wg"], "backward": ["bp", "wg"]}.get(phase, [phase])
     gold = compute(spec, inputs, phases=phases)
@@ -420,6 +420,32 @@ def test_batch_pieces(fmt, phase):
         assert {r.half for r in prog.runs} == {0, 1}
         return
     pytest.fail(f"{fmt} {phase}: no batch pieces")
+
+
+@pytest.mark.parametrize("fmt", ["ht", "tt"])
+def test_train_pieces_wg_before_bp(fmt):
+    """A training step's piece program with its WG networks before BP's (``_Policy.wg_first``: ``X``
+    dies before BP makes ``dX``, so an X-sized piece can fit one half): every WG network of a piece
+    runs before its first BP step, the results are within the bound, and :func:`compile_layer` weighs
+    both orders (``_piece_search``: every re-layout on chip; its batch-piece variants record which)."""
+    spec = parse_spec(dict(SPECS[fmt], batch=16))
+    P = 4
+    orders = {}
+    for wg_first in (False, True):
+        prog = piece_program(spec, "train", DEFAULT, P, _Policy("onchip", wg_first=wg_first))
+        assert prog is not None and prog.pieces == P
+        nets = [st.network for st in prog.steps]
+        first_bp = nets.index("dX")
+        wg = [i for i, n in enumerate(nets) if n.startswith("dcore")]
+        # piece 0's steps come first: its WG networks all before its BP network, or all after it
+        assert (max(i for i in wg if i < len(nets) // P) < first_bp) == wg_first, nets
+        check_layer(spec, "train", prog=prog)
+        orders[wg_first] = prog
+    # the same options: both orders are among the candidates, so the kept one is within NEAR of both
+    best = compile_layer(spec, "train", DEFAULT, pieces=P, pieces_by="phase", views=True, stationary=True,
+                         share=True, fuse=True, pad=False)
+    assert best.variant["wg_first"] in (False, True)
+    assert best.timeline(DEFAULT).cycles <= (1 + NEAR) * min(p.timeline(DEFAULT).cycles for p in orders.values())
 
 
 #: three cores: the WG networks sum the batch away before their last step (a deferred step after it)

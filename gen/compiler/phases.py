@@ -13,6 +13,7 @@ and every WG network is re-solved with the saved tensors as extra inputs when th
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from typing import Callable, Mapping, NamedTuple, Sequence
 
@@ -35,8 +36,12 @@ from gen.workload.network import Network, Operand, path_macs, path_steps, phase_
 TRAINS = ("train", "backward")
 
 
-def _subphases(phase: str) -> list[str]:
-    return ["fp", "bp", "wg"] if phase in TRAINS else [phase]
+def _subphases(phase: str, wg_first: bool = False) -> list[str]:
+    """The kinds of networks ``phase`` compiles, in order: a training phase's WG networks after BP's (they
+    start from BP's intermediates), or, ``wg_first``, between FP's and BP's (:func:`_piece_search`)."""
+    if phase not in TRAINS:
+        return [phase]
+    return ["fp", "wg", "bp"] if wg_first else ["fp", "bp", "wg"]
 
 
 class _Policy(NamedTuple):
@@ -52,6 +57,8 @@ class _Policy(NamedTuple):
     share: bool = True
     #: batch pieces: steps after a carried sum run once, in the last piece (:mod:`gen.compiler.batched`)
     defer: bool = True
+    #: a training phase's WG networks before BP's (:func:`_subphases`, :func:`_piece_search`)
+    wg_first: bool = False
 
 
 def layer_networks(spec, phase: str, paths: Mapping | None = None) -> list[Network]:
@@ -104,7 +111,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     every phase). ``None`` also compiles the piece counts that can help and keeps the program with the
     fewest cycles end to end; ``1`` the whole batch at once; ``P`` exactly ``P`` pieces (the faster
     way that can; :class:`CompileError` if neither can). ``pieces_by``: only one way, ``"networks"``
-    (pipelined) or ``"phase"`` (repeated).
+    (pipelined) or ``"phase"`` (repeated). A training phase's pieces are also searched under the
+    options otherwise left to the retries below, WG before BP included (:func:`_piece_search`).
     ``relayout``: where a tensor whose lane does not suit its consumer is re-laid out (``auto``: the
     fewer cycles of the TCU's identity GEMM and the host path; ``onchip``; ``host``).
     ``views``: read on-chip tensors through the distribution networks' transpose layers where that
@@ -158,11 +166,18 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                        else [True]):
                 progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
                                    _Policy(relayout, k_split, st, share=sh), pieces_by, v, fuse)
+    search = phase in TRAINS and progs and pieces != 1 and pieces_by in (None, "phase") and views is not False
+    searched = _piece_search(spec, phase, config, paths, reuse, align, pad, pieces,
+                             _Policy(relayout, k_split, stationary is not False, share=share is not False), fuse,
+                             min(p.macs for p in progs)) if search and relayout != "host" else []
+    progs += searched
     if not progs:
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
     # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
     best = _best(progs, config, dram)
+    if any(best is p for p in searched):
+        return best         # the search has tried the retries' options below (lookaheads, re-layouts on chip)
     # The planner decides step by step (one step of lookahead over the consumer); over a whole layer
     # its choices can lose. The winner's options once more with a wider lookahead and without cross-CE
     # splits (ATIS TTM embedding fp: 3,722 GEMMs with them, 216 without), and, where it re-lays out
@@ -349,12 +364,39 @@ def _batched(spec, phase, config, paths, reuse, align, pad, pieces, policy, whol
             continue
         # useful MACs are the whole batch's: a piece's MAC-optimal path can cost more in all
         prog.macs = min(prog.macs, whole.macs)
-        prog.variant = dict(whole.variant, pieces=P, pieces_by="phase")
+        prog.variant = dict(whole.variant, pieces=P, pieces_by="phase", wg_first=policy.wg_first)
         out.append(prog)
         cycles = prog.timeline(config).cycles
         if last is not None and cycles >= last:
             break
         last = cycles
+    return out
+
+
+def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy, fuse, macs) -> list[Program]:
+    """A training phase in the most batch pieces (or ``pieces``) under the options :func:`compile_layer`
+    otherwise tries only as retries of its winner: the transpose views, every re-layout on chip, both
+    lookaheads, both orders of the backward networks (:func:`_subphases`), padded or not. A piece
+    program is small (one sample: seconds to compile), and inside it a host re-layout is a DRAM round
+    trip that every piece repeats; a phase whose whole batch takes more segments than pieces can have
+    (:func:`_batched` compiles its pieces with the whole batch's options only) can fit one half
+    this way (UCF HT train: 16 one-sample pieces, WG before BP, padded, every re-layout on chip, the
+    wide lookahead: 193,567 cycles against 281,224 for the whole batch; with BP first no piece fits
+    a half). ``macs``: the useful MACs (the whole batch's)."""
+    valid = [P for P in (2, 4, 8, 16) if spec.batch % P == 0]
+    counts = valid[-1:] if pieces is None else [pieces] if pieces in valid else []
+    out = []
+    for P, pd, wg_first, la in itertools.product(counts, [False, True] if pad is None else [pad], (False, True),
+                                                 (policy.lookahead, WIDE_LOOKAHEAD)):
+        pol = policy._replace(relayout="onchip", lookahead=la, wg_first=wg_first)
+        prog = piece_program(spec, phase, config, P, pol, paths, reuse, align, pd, True,
+                             True if fuse is None else fuse)
+        if prog is None:
+            continue
+        prog.macs = min(prog.macs, macs)
+        prog.variant = dict(pad=pd, fuse=True if fuse is None else fuse, views=True, pieces=P, pieces_by="phase",
+                            stationary=pol.stationary, share=pol.share, k_split=pol.k_split, wg_first=wg_first)
+        out.append(prog)
     return out
 
 
@@ -393,8 +435,8 @@ class _Layer:
 def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: int = 0,
                    policy: _Policy | None = None, pieces: int = 1, views: bool = True,
                    fuse: bool | str = True) -> Program:
-    phases = _subphases(phase)
     policy = policy or _Policy()
+    phases = _subphases(phase, policy.wg_first)
     comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views,
                     fuse=fuse is not False, fuse_nested=fuse == "nested",
                     k_split=bool(policy.k_split), stationary=policy.stationary, lookahead=policy.lookahead,
