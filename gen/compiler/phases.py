@@ -266,13 +266,7 @@ def _stationary(prog: Program) -> bool:
 def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pieces_by, views,
               fuse) -> list[Program]:
     """The programs :func:`compile_layer` chooses from for one ``views`` setting."""
-    pads = [pad]
-    if pad is None:
-        pads = [False]
-        phases = _subphases(phase)
-        if any(padded_size(sz, config.lanes) != sz for ph in phases for net in phase_networks(spec, ph)
-               for sz in net.sizes.values()):
-            pads.append(True)
+    pads = _pads(spec, phase, config, pad)
     # ``fuse=None``: fused, and where that chunks a step also unfused, both on to the batch pieces (UCF BT
     # fp: the whole batch runs faster unfused, 160,541 cycles against 184,978; two pipelined pieces fused,
     # 125,010 against 171,268)
@@ -300,6 +294,15 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
         if pieces != 1 and pieces_by in (None, "phase"):
             progs += _batched(spec, phase, config, paths, reuse, align, pd, pieces, policy, whole, views, fz)
     return progs
+
+
+def _pads(spec, phase: str, config: FettaConfig, pad: bool | None) -> list[bool]:
+    """``pad``, or for None: unpadded, and padded too where padding would change a mode's size."""
+    if pad is not None:
+        return [pad]
+    changes = any(padded_size(sz, config.lanes) != sz for ph in _subphases(phase)
+                  for net in phase_networks(spec, ph) for sz in net.sizes.values())
+    return [False, True] if changes else [False]
 
 
 def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, policy, whole, views, fuse) -> list[Program]:
@@ -386,7 +389,7 @@ def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy,
     valid = [P for P in (2, 4, 8, 16) if spec.batch % P == 0]
     counts = valid[-1:] if pieces is None else [pieces] if pieces in valid else []
     out = []
-    for P, pd, wg_first, la in itertools.product(counts, [False, True] if pad is None else [pad], (False, True),
+    for P, pd, wg_first, la in itertools.product(counts, _pads(spec, phase, config, pad), (False, True),
                                                  (policy.lookahead, WIDE_LOOKAHEAD)):
         pol = policy._replace(relayout="onchip", lookahead=la, wg_first=wg_first)
         prog = piece_program(spec, phase, config, P, pol, paths, reuse, align, pd, True,
