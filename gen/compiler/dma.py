@@ -418,10 +418,23 @@ def dma_timeline(dprog: DmaProgram, config: FettaConfig) -> Timeline:
     (:func:`gen.design.timing.program_cycles`, which the emulator and the RTL reproduce),
     ``compute_cycles`` those of the source program's runs without DMA instructions, ``dram_cycles``
     the DMA engine's busy cycles, ``dram_bytes`` the bytes the DMA instructions move (whole beats)."""
+    memo = dprog.__dict__.setdefault("_timeline", {})    # lower_dma times its choices, then its caller
+    key = repr(config)
+    if key not in memo:
+        memo[key] = _dma_timeline(dprog, config)
+    return memo[key]
+
+
+def _dma_timeline(dprog: DmaProgram, config: FettaConfig) -> Timeline:
     geo = Geometry.of(config)
     dmas = [ins for job in dprog.jobs for ins in job.program if ins.opcode == Opcode.DMA and ins.K]
+    # the source's compute cycles, kept on it per configuration: every lowering of it asks
+    compute = dprog.source.__dict__.setdefault("_compute_cycles", {})
+    key = repr(config)
+    if key not in compute:
+        compute[key] = sum(program_cycles(run.program, config) for run in dprog.source.runs)
     return Timeline(cycles=sum(program_cycles(job.program, config) for job in dprog.jobs),
-                    compute_cycles=sum(program_cycles(run.words, config) for run in dprog.source.runs),
+                    compute_cycles=compute[key],
                     dram_cycles=sum(dma_cycles(ins, geo) for ins in dmas),
                     dram_bytes=sum(ins.K for ins in dmas) * geo.dma_bytes)
 
@@ -515,33 +528,45 @@ def _interleave(body: list[Instr], dmas: list[tuple[Instr, list[Transfer]]], geo
     """``body`` with ``dmas`` put in, in order. A DMA instruction goes either before the first
     instruction whose CHECK finds the engine idle (compute never waits) or one instruction earlier
     (it waits in CHECK for the engine, and the transfer starts the cycle the engine is free),
-    whichever ends the job sooner with the later ones placed the first way; the rest before HALT."""
+    whichever ends the job sooner with the later ones placed the first way; the rest before HALT.
+
+    The controller's clock is simulated from the last placement on, not from the start (the cycles
+    before it do not depend on later placements): one greedy pass and one for the earlier slot per
+    DMA instruction (the compile time of a large layer went mostly here)."""
     todo = [ins for ins, _ in dmas]
     fixed: list[int] = []
+    base, at_i = Clock(geo), 0          # the clock after body[:at_i] and todo[:len(fixed)]
     for k in range(len(todo)):
-        at = _positions(body, todo, fixed, geo)[k]
-        tries = [at] + ([at - 1] if at > (fixed[-1] if fixed else 0) else [])
-        fixed.append(min(tries, key=lambda p: (_cycles(body, todo, _positions(body, todo, fixed + [p], geo), geo),
-                                               -p)))
+        at, cycles = _greedy(body, todo, k, base, at_i)
+        best = (cycles, -at)
+        if at > at_i:
+            best = min(best, (_greedy(body, todo, k, base, at_i, at - 1)[1], -(at - 1)))
+        p = -best[1]
+        for ins in body[at_i:p]:
+            base.act(ins)
+        base.act(todo[k])
+        fixed.append(p)
+        at_i = p
     return _build(body, todo, fixed)
 
 
-def _positions(body: list[Instr], todo: list[Instr], fixed: list[int], geo: Geometry) -> list[int]:
-    """Where each of ``todo`` goes (index into ``body``; ``len(body)``: before HALT): ``fixed`` for
-    the first ones, then before the first instruction whose CHECK finds the engine idle."""
-    clock = Clock(geo)
-    pos = list(fixed)
-    k = 0
-    for i in range(len(body) + 1):
-        while k < len(todo) and (pos[k] == i if k < len(fixed) else
+def _greedy(body: list[Instr], todo: list[Instr], k: int, start: Clock, i0: int,
+            first: int | None = None) -> tuple[int, int]:
+    """From ``start`` (the clock after ``body[:i0]`` and ``todo[:k]``): ``todo[k]`` at ``first``
+    (index into ``body``; ``None``: before the first instruction whose CHECK finds the engine idle),
+    the later ones each before the first such instruction; returns ``todo[k]``'s position and the
+    job's cycles (HALT's CHECK + 1)."""
+    clock = start.copy()
+    at = None
+    for i in range(i0, len(body) + 1):
+        while k < len(todo) and (i == first if at is None and first is not None else
                                  i == len(body) or clock.dma_idle <= clock.fetch + OVERHEAD - 1):
-            if k >= len(fixed):
-                pos.append(i)
+            at = i if at is None else at
             clock.act(todo[k])
             k += 1
         if i < len(body):
             clock.act(body[i])
-    return pos
+    return at, clock.act(halt()) + 1
 
 
 def _build(body: list[Instr], todo: list[Instr], pos: list[int]) -> list[Instr]:
@@ -554,13 +579,6 @@ def _build(body: list[Instr], todo: list[Instr], pos: list[int]) -> list[Instr]:
         if i < len(body):
             out.append(body[i])
     return out + [halt()]
-
-
-def _cycles(body: list[Instr], todo: list[Instr], pos: list[int], geo: Geometry) -> int:
-    clock = Clock(geo)
-    for ins in _build(body, todo, pos):
-        c = clock.act(ins)
-    return c + 1
 
 
 __all__ = ["dma_timeline", "hardware_timeline", "Transfer", "Job", "DmaProgram", "lower_dma", "hardware_cycles", "dma_room",

@@ -184,7 +184,7 @@ class Program:
         default :func:`gen.design.timing.program_cycles` of its instructions)."""
         after = self.write_deps()
         return [RunTiming.of_rows(run.half, sum(w.layout.rows for w in run.writes),
-                                  program_cycles(run.words, config) if compute is None else compute[i],
+                                  program_cycles(run.program, config) if compute is None else compute[i],
                                   sum(r.layout.rows for r in run.reads), config, after[i])
                 for i, run in enumerate(self.runs)]
 

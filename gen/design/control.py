@@ -51,6 +51,7 @@ def dma_bursts(dram: int, beats: int, geo: Geometry) -> list[int]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)     # a pure function of the word: timed many times over
 def dma_cycles(ins: Instr, geo: Geometry) -> int:
     """Cycles the DMA engine is busy with a DMA load / store (from the cycle after its CHECK to its
     ``done`` cycle, in which the next DMA instruction may act), on the DRAM of ``geo``: an AXI4
@@ -115,6 +116,7 @@ def dram_paced(store: bool, bursts: tuple[int, ...], outstanding: int, latency: 
     return last + (3 if store else 2)
 
 
+@functools.lru_cache(maxsize=1 << 16)     # a pure function of the word: timed many times over
 def issue_cycles(ins: Instr, geo: Geometry) -> int:
     """Cycles from a GEMM's CHECK to the last cycle of its issue: the last group's whole period of
     the walker of IA vectors (which starts ``vec_delay`` cycles late in IS/WS). A GEMM that starts
@@ -124,6 +126,7 @@ def issue_cycles(ins: Instr, geo: Geometry) -> int:
     return delay + groups(ins, geo) * tile_period(ins, geo)
 
 
+@functools.lru_cache(maxsize=1 << 16)     # a pure function of the word: timed many times over
 def os_drain_guard(ins: Instr, geo: Geometry) -> int:
     """OS: cycles from a GEMM's CHECK to the earliest cycle in which a next OS GEMM's first tile
     may end if its depth is 1: its last group starts ``1 + (groups - 1) * period`` after CHECK, its
@@ -191,6 +194,13 @@ class Clock:
         self._guard = 0                  # OS: the earliest end of a next GEMM's first tile of depth 1
         self._flight: list[tuple[int, Instr]] = []    # the last two GEMMs started: (last-write cycle, word)
         self.dma_idle = 0                # the first cycle the DMA engine is idle again (its done cycle)
+
+    def copy(self) -> "Clock":
+        """The clock in its current state, to go on from without changing this one."""
+        out = Clock(self.geo)
+        out.fetch, out._issued, out._guard = self.fetch, self._issued, self._guard
+        out._flight, out.dma_idle = list(self._flight), self.dma_idle
+        return out
 
     def act(self, ins: Instr | None) -> int:
         need = [self.fetch + OVERHEAD - 1]

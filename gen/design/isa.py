@@ -523,18 +523,32 @@ class Geometry:
     dram_num: int = 1
     dram_den: int = 1
 
+    def __hash__(self) -> int:
+        # computed once: the timing functions memoized on (instruction, geometry) hash it every call
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     @classmethod
     def of(cls, config: FettaConfig) -> "Geometry":
+        """The geometry of ``config``: one object per geometry (those memoized timing functions
+        then find it by identity, not by comparing every field)."""
         half = config.unified_rows_per_bank // 2
         beat = dma_beat_bits(config)
         rate = dram_rate(config)
-        return cls(banks=config.banks, lanes=config.lanes, ces=config.num_ces, ce_rows=config.ce_rows,
+        geo = cls(banks=config.banks, lanes=config.lanes, ces=config.num_ces, ce_rows=config.ce_rows,
                    ce_cols=config.ce_cols, unified_half_rows=half * config.banks,
                    accum_rows=config.accum_rows_per_bank * config.banks, imem_depth=config.imem_depth,
                    ports=config.net_ports, vec_rows=vector_rows(config), mul_latency=config.mul_latency,
                    add_latency=config.add_latency, dma_rows=beat // (config.lanes * config.elem_bits),
                    dma_bytes=beat // 8, dma_burst=config.dma_burst, dma_outstanding=config.dma_outstanding,
                    dram_latency=config.dram_latency, dram_num=rate.numerator, dram_den=rate.denominator)
+        return _GEOMETRIES.setdefault(geo, geo)
+
+
+_GEOMETRIES: dict[Geometry, Geometry] = {}
 
 
 #: largest denominator of :func:`dram_rate` (the credit counter of the bench's DRAM stays small)
@@ -914,6 +928,7 @@ def gemm_latency(geo: Geometry) -> int:
     return ce_latency(geo) - 1 + (geo.ports.bit_length() - 1) * geo.add_latency + geo.add_latency - 1 + GEMM_TAIL
 
 
+@functools.lru_cache(maxsize=1 << 16)     # a pure function of the word: timed many times over
 def exec_cycles(ins: Instr, geo: Geometry) -> int:
     """Cycles after CHECK (HALT: 0; the start costs one more cycle, see :func:`program_cycles`). A DMA
     instruction is done with CHECK (0): its transfer runs on, :func:`gen.design.control.dma_cycles`."""
