@@ -418,36 +418,35 @@ def dma_timeline(dprog: DmaProgram, config: FettaConfig) -> Timeline:
     (:func:`gen.design.timing.program_cycles`, which the emulator and the RTL reproduce),
     ``compute_cycles`` those of the source program's runs without DMA instructions, ``dram_cycles``
     the DMA engine's busy cycles, ``dram_bytes`` the bytes the DMA instructions move (whole beats)."""
-    memo = dprog.__dict__.setdefault("_timeline", {})    # lower_dma times its choices, then its caller
-    key = repr(config)
-    if key not in memo:
-        memo[key] = _dma_timeline(dprog, config)
-    return memo[key]
+    return _kept(dprog, "_timeline", config, lambda: _dma_timeline(dprog, config))  # lower_dma's choice, its caller
 
 
 def _dma_timeline(dprog: DmaProgram, config: FettaConfig) -> Timeline:
     geo = Geometry.of(config)
     dmas = [ins for job in dprog.jobs for ins in job.program if ins.opcode == Opcode.DMA and ins.K]
-    # the source's compute cycles, kept on it per configuration: every lowering of it asks
-    compute = dprog.source.__dict__.setdefault("_compute_cycles", {})
-    key = repr(config)
-    if key not in compute:
-        compute[key] = sum(program_cycles(run.program, config) for run in dprog.source.runs)
+    src = dprog.source                  # every lowering of it asks for its compute cycles
+    compute = _kept(src, "_compute_cycles", config, lambda: sum(program_cycles(r.program, config) for r in src.runs))
     return Timeline(cycles=sum(program_cycles(job.program, config) for job in dprog.jobs),
-                    compute_cycles=compute[key],
+                    compute_cycles=compute,
                     dram_cycles=sum(dma_cycles(ins, geo) for ins in dmas),
                     dram_bytes=sum(ins.K for ins in dmas) * geo.dma_bytes)
+
+
+def _kept(obj, name: str, config: FettaConfig, make):
+    """``make()``, kept on ``obj`` (a program, a lowered program) per configuration: a compiler
+    comparing variants asks for the same timing more than once."""
+    memo = obj.__dict__.setdefault(name, {})
+    key = repr(config)
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 def hardware_timeline(prog: Program, config: FettaConfig) -> Timeline:
     """``prog`` lowered to DMA jobs (:func:`lower_dma`), timed (:func:`dma_timeline`): what the
     emulator counts for them (:func:`gen.toolflow.dmarun.execute_dma`) and the RTL reproduces. Kept
     on the program per configuration (a compiler comparing variants asks more than once)."""
-    memo = prog.__dict__.setdefault("_hardware_timeline", {})
-    key = repr(config)
-    if key not in memo:
-        memo[key] = dma_timeline(lower_dma(prog, config), config)
-    return memo[key]
+    return _kept(prog, "_hardware_timeline", config, lambda: dma_timeline(lower_dma(prog, config), config))
 
 
 def hardware_cycles(prog: Program, config: FettaConfig) -> int:
