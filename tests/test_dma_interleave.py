@@ -3,10 +3,11 @@ from the clock of its last placement, against the placement that simulates every
 from its start (the rule of the docstring, written out the slow way)."""
 
 from gen.compiler import compile_layer
-from gen.compiler.dma import _build, _interleave, lower_dma
+from gen.compiler.dma import _build, _interleave, _place, lower_dma
 from gen.design.config import FettaConfig
 from gen.design.control import Clock
 from gen.design.isa import OVERHEAD, Geometry, Opcode, halt, nop
+from gen.design.timing import program_cycles
 from gen.workload.spec import load_spec
 
 
@@ -46,6 +47,7 @@ def test_interleave_equals_the_placement_from_the_start():
     geo = Geometry.of(config)
     assert Geometry.of(FettaConfig()) is geo            # one object per geometry
     dp = lower_dma(compile_layer(load_spec("benchmarks/layers/atis_tt.json"), "train", config, dram="dma"), config)
+    _place.cache_clear()            # placed again below, not found among the lowering's jobs
     checked = 0
     for job in dp.jobs:
         if job.run is None:
@@ -55,7 +57,15 @@ def test_interleave_equals_the_placement_from_the_start():
         if not todo:
             continue
         # the same DMA instructions, placed again both ways, from every first placement on
-        assert _interleave(body, [(i, []) for i in todo], geo) == _reference(body, todo, geo) == job.program
+        placed = _interleave(body, [(i, []) for i in todo], geo)
+        assert placed == _reference(body, todo, geo) == job.program
+        # a kept placement is handed out as a new list; a kept job's cycles are a fresh clock's
+        again = _interleave(body, [(i, []) for i in todo], geo)
+        assert again == placed and again is not placed
+        clock = Clock(geo)
+        for ins in placed:
+            c = clock.act(ins)
+        assert program_cycles(placed, config) == program_cycles([i.encode() for i in placed], config) == c + 1
         checked += 1
     assert checked >= 4
 

@@ -78,7 +78,7 @@ class Compiler(Chunking, Pinning):
         #: unit for the results carried across pieces; every other mapping stays below them
         self.carry_rows = carry_rows
         self.carry_next = self.geo.accum_rows - carry_rows
-        self.plan_geo = replace(self.geo, accum_rows=self.carry_next)
+        self.plan_geo = replace(self.geo, accum_rows=self.carry_next).interned()   # one object: memo keys
         #: tensors that depend on the batch; (run, position, kind) of instructions of batch-free
         #: steps (``"free"``), of steps whose results are carried (``"carry"``) and of steps after a
         #: carried result, which only the last piece runs (``"final"``)

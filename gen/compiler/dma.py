@@ -43,7 +43,9 @@ Rows move in whole beats of ``dma_rows`` rows, so a tensor's last beat may carry
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from gen.compiler.layout import Layout, ceil_to
 from gen.compiler.program import CompileError, Program, Run
@@ -138,6 +140,12 @@ class _Placer:
         self.run_job: dict[int, int] = {}
         self.store_job: dict[int, int] = {}
         self.compute: dict[int, int] = {}
+        # what :meth:`place_loads` needs of the runs before, kept as it goes (runs come in order and a
+        # job's index does not change while loads are placed): per half, the bound its runs so far set
+        # and the first run not in it yet; ``after[j]``: one past the latest store job of runs 0 .. j
+        self._half_lo = [0, 0]
+        self._half_next = [0, 0]
+        self._after: list[int] = []
 
     def _first_job(self, half: int, after: int, n: int = 0) -> int:
         """Index of the first job on ``half`` from index ``after`` on with room in the instruction
@@ -215,21 +223,26 @@ class _Placer:
         beats = sum(-(-t.layout.rows // geo.dma_rows) for t in job.transfers)
         return self.compute[job.run] - beats / float(dram_rate(config))
 
-    def place_loads(self, i: int, transfers: list[Transfer], after: int, sources: set[int], stores) -> None:
+    def place_loads(self, i: int, transfers: list[Transfer], after: int, sources: set[int],
+                    stores: list[list[Transfer]]) -> None:
         """Run ``i``'s loads: in the first job on the other half after every earlier run on its half
         and their stores, after the stores of ``sources`` (read-back regions it loads from) and
         strictly after the stores of runs ``0 .. after`` (the host works on their data between jobs);
         where that is a DMA-only job, in the first job after it that computes, if one comes before
         run ``i`` (a DMA-only job's transfers are all stall; moving them never lengthens the jobs)."""
         h = self.prog.runs[i].half
-        lo = 0
-        for j in range(i):
+        for j in range(self._half_next[h], i):
             if self.prog.runs[j].half == h:         # the half is overwritten: after that run, its reads
-                lo = max(lo, self.run_job[j] + 1, self.place_store(j, stores(j)))
+                self._half_lo[h] = max(self._half_lo[h], self.run_job[j] + 1, self.place_store(j, stores[j]))
+        self._half_next[h] = max(self._half_next[h], i)
+        lo = self._half_lo[h]
         for j in sources:
-            lo = max(lo, self.place_store(j, stores(j)))
-        for j in range(after + 1):
-            lo = max(lo, self.place_store(j, stores(j)) + 1)
+            lo = max(lo, self.place_store(j, stores[j]))
+        while len(self._after) <= after:
+            j = len(self._after)
+            self._after.append(max(self._after[-1] if j else 0, self.place_store(j, stores[j]) + 1))
+        if after >= 0:
+            lo = max(lo, self._after[after])
         if transfers:
             k = self._first_job(1 - h, lo, len(transfers))
             if self.jobs[k].run is None:      # a DMA-only job: a later one that computes hides them
@@ -286,6 +299,7 @@ def _lower(prog: Program, config: FettaConfig, early: bool, late: bool = True, *
                                    f"dma_rows={geo.dma_rows}", field="program")
         stores.append([Transfer(False, i, rd.name, rd.layout, rd.addr, region(rd.layout),
                                 late=late and rd.name not in need) for rd in run.reads])
+    early_stores = [[t for t in ts if not t.late] for ts in stores]      # those placed with their run's
     writes = [unified_writes(run.program, geo) for run in prog.runs]      # each run's rows of its half
     placer = _Placer(prog, geo.imem_depth, writes)
     deps = prog.each_write_deps()
@@ -306,21 +320,21 @@ def _lower(prog: Program, config: FettaConfig, early: bool, late: bool = True, *
             halves.load(run.half, w)
             loads, sources = groups.setdefault(dep, ([], set()))
             src = latest.get(w.name)
-            if src is not None and src.layout == w.layout and (w.name, src.run) not in renamed:
+            if src is not None and src.layout == w.layout and renamed.get(w.name, -2) < src.run:
                 loads.append(Transfer(True, i, w.name, w.layout, w.addr, src.dram))
                 sources.add(src.run)
             else:
                 loads.append(Transfer(True, i, w.name, w.layout, w.addr, region(w.layout), host_packed=True))
         for dep in sorted(groups) or [-1]:
             loads, sources = groups.get(dep, ([], set()))
-            placer.place_loads(i, loads, dep, sources, lambda j: [t for t in stores[j] if not t.late])
+            placer.place_loads(i, loads, dep, sources, early_stores)
         placer.jobs.append(Job(run.half, i))
         placer.run_job[i] = len(placer.jobs) - 1
         for t in stores[i]:
             latest[t.name] = t
         halves.ran(i)
     for j in range(len(prog.runs)):
-        placer.place_store(j, [t for t in stores[j] if not t.late])
+        placer.place_store(j, early_stores[j])
     for j in reversed(range(len(prog.runs))):
         placer.place_late(j, [t for t in stores[j] if t.late], geo, config)
     jobs = _programs([j for j in placer.jobs if j.run is not None or j.transfers], prog, geo, row_bytes)
@@ -480,14 +494,15 @@ def _room(prog: Program, geo: Geometry) -> Program:
     return dataclasses.replace(prog, runs=runs, host_ops=ops)
 
 
-def _host_written(prog: Program) -> set[tuple[str, int]]:
-    """(name, run) pairs whose read-back value the host replaces after run ``run`` (a host operation
-    that makes a tensor of that name): a later write of the name is then not the read-back image."""
-    out = set()
+def _host_written(prog: Program) -> dict[str, int]:
+    """Per name, the last run after which a host operation makes a tensor of that name: the host
+    replaces the value a run up to that one read back, so a later write of the name is then not
+    that read-back image."""
+    out: dict[str, int] = {}
     for r, kind, args in prog.host_ops:
         name = _made(kind, args)
         if name is not None:
-            out |= {(name, j) for j in range(-1, r + 1)}
+            out[name] = max(out.get(name, -1), r)
     return out
 
 
@@ -524,15 +539,21 @@ def _programs(jobs: list[Job], prog: Program, geo: Geometry, row_bytes: int) -> 
 
 
 def _interleave(body: list[Instr], dmas: list[tuple[Instr, list[Transfer]]], geo: Geometry) -> list[Instr]:
-    """``body`` with ``dmas`` put in, in order. A DMA instruction goes either before the first
+    """:func:`_place` of the job's instructions (a new list)."""
+    return list(_place(tuple(body), tuple(ins for ins, _ in dmas), geo))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _place(body: tuple[Instr, ...], todo: tuple[Instr, ...], geo: Geometry) -> tuple[Instr, ...]:
+    """``body`` with the DMA instructions ``todo`` put in, in order. A DMA instruction goes either before the first
     instruction whose CHECK finds the engine idle (compute never waits) or one instruction earlier
     (it waits in CHECK for the engine, and the transfer starts the cycle the engine is free),
     whichever ends the job sooner with the later ones placed the first way; the rest before HALT.
 
     The controller's clock is simulated from the last placement on, not from the start (the cycles
     before it do not depend on later placements): one greedy pass and one for the earlier slot per
-    DMA instruction (the compile time of a large layer went mostly here)."""
-    todo = [ins for ins, _ in dmas]
+    DMA instruction (the compile time of a large layer went mostly here). Kept per job: the
+    lowerings :func:`lower_dma` compares and the variants of a layer share most of their jobs."""
     fixed: list[int] = []
     base, at_i = Clock(geo), 0          # the clock after body[:at_i] and todo[:len(fixed)]
     for k in range(len(todo)):
@@ -546,10 +567,10 @@ def _interleave(body: list[Instr], dmas: list[tuple[Instr, list[Transfer]]], geo
         base.act(todo[k])
         fixed.append(p)
         at_i = p
-    return _build(body, todo, fixed)
+    return tuple(_build(body, todo, fixed))
 
 
-def _greedy(body: list[Instr], todo: list[Instr], k: int, start: Clock, i0: int,
+def _greedy(body: Sequence[Instr], todo: Sequence[Instr], k: int, start: Clock, i0: int,
             first: int | None = None) -> tuple[int, int]:
     """From ``start`` (the clock after ``body[:i0]`` and ``todo[:k]``): ``todo[k]`` at ``first``
     (index into ``body``; ``None``: before the first instruction whose CHECK finds the engine idle),
@@ -568,7 +589,7 @@ def _greedy(body: list[Instr], todo: list[Instr], k: int, start: Clock, i0: int,
     return at, clock.act(halt()) + 1
 
 
-def _build(body: list[Instr], todo: list[Instr], pos: list[int]) -> list[Instr]:
+def _build(body: Sequence[Instr], todo: Sequence[Instr], pos: list[int]) -> list[Instr]:
     out: list[Instr] = []
     k = 0
     for i in range(len(body) + 1):

@@ -24,6 +24,7 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gen.compiler.program import CompileError
 from gen.compiler.layout import ceil_to
@@ -37,9 +38,9 @@ from gen.design.isa import (Dataflow, ErrorCode, Flag, Geometry, Instr, check, e
 NO_MAPPING = "no mapping of a step passes the ISA checks (accumulation unit too small?)"
 
 
-@dataclass(frozen=True)
-class Lp:
-    """One loop level: trip count and row strides of A, B and the output."""
+class Lp(NamedTuple):
+    """One loop level: trip count and row strides of A, B and the output (a named tuple: the
+    mapping search makes millions of them)."""
 
     name: str
     trip: int
@@ -202,7 +203,13 @@ def _splits(free: list[Lp], ks: list[Lp], geo: Geometry, k_split: bool):
 
 def _fields_fit(trips, strides) -> bool:
     """The loop bounds and strides fit their 16-bit instruction fields."""
-    return max(trips) < 1 << 16 and max(abs(v) for v in strides) < 1 << 16
+    return max(trips) < 1 << 16 and max(strides) < 1 << 16 and min(strides) > -(1 << 16)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _os_cycles(n: int, K: int, tiles: int, geo: Geometry) -> int:
+    """Cycles of ``n`` output-stationary GEMMs of ``tiles`` tiles of depth ``K`` back to back."""
+    return repeat_cycles(n, os_issue_cycles(K, tiles, geo), os_gemm_cycles(K, tiles, geo))
 
 
 def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int = 0,
@@ -224,7 +231,7 @@ def _candidates(free: list[Lp], ks: list[Lp], o_sk: int, geo: Geometry, tr: int 
             n = math.prod(lp.trip for lp in free_unroll + k_unroll)
             # n OS GEMMs back to back, each overlapping the previous one's drain
             tiles = L0.trip * L1.trip
-            cycles = repeat_cycles(n, os_issue_cycles(K.trip, tiles, geo), os_gemm_cycles(K.trip, tiles, geo))
+            cycles = _os_cycles(n, K.trip, tiles, geo)
             cands.append(Mapping_((gm, gn, gk), K, L0, L1, gm_lp, gn_lp, gk_lp, o_sk, free_unroll, k_unroll,
                                   cycles, n, tr))
     return cands

@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import operator
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from typing import Iterable, Sequence
@@ -235,6 +236,9 @@ _pos = 0
 for _name, _bits in _FIELDS:
     LAYOUT[_name] = (_pos, _bits)
     _pos += _bits
+#: the fields of an instruction in :data:`LAYOUT` order, and each one's name and bound
+_VALUES = operator.attrgetter(*LAYOUT)
+_LIMITS = tuple((name, 1 << bits) for name, (_, bits) in LAYOUT.items())
 #: bits of one instruction word: exactly the fields of :data:`LAYOUT` (no dead bits in the
 #: instruction memory, the host port or the decoder)
 INSTR_BITS = _pos
@@ -290,14 +294,14 @@ class Instr:
         # computed once: the controller's clock and the compiler memoize functions of instructions
         h = self.__dict__.get("_hash")
         if h is None:
-            h = hash(tuple(getattr(self, name) for name in LAYOUT))
+            h = hash(_VALUES(self))
             object.__setattr__(self, "_hash", h)
         return h
 
     def __post_init__(self) -> None:
-        for name, (_, bits) in LAYOUT.items():
-            v = getattr(self, name)
-            if not isinstance(v, int) or not 0 <= v < (1 << bits):
+        for v, (name, limit) in zip(_VALUES(self), _LIMITS):
+            if not isinstance(v, int) or not 0 <= v < limit:
+                bits = LAYOUT[name][1]
                 raise IsaError(f"must be an integer in [0, 2**{bits}), got {v!r}", field=name)
 
     @property
@@ -534,7 +538,10 @@ class Geometry:
     @classmethod
     def of(cls, config: FettaConfig) -> "Geometry":
         """The geometry of ``config``: one object per geometry (those memoized timing functions
-        then find it by identity, not by comparing every field)."""
+        then find it by identity, not by comparing every field); kept per configuration."""
+        found = _OF_CONFIG.get(config)
+        if found is not None:
+            return found
         half = config.unified_rows_per_bank // 2
         beat = dma_beat_bits(config)
         rate = dram_rate(config)
@@ -545,16 +552,27 @@ class Geometry:
                    add_latency=config.add_latency, dma_rows=beat // (config.lanes * config.elem_bits),
                    dma_bytes=beat // 8, dma_burst=config.dma_burst, dma_outstanding=config.dma_outstanding,
                    dram_latency=config.dram_latency, dram_num=rate.numerator, dram_den=rate.denominator)
-        return _GEOMETRIES.setdefault(geo, geo)
+        if len(_OF_CONFIG) >= 1024:
+            _OF_CONFIG.clear()
+        found = _OF_CONFIG[config] = geo.interned()
+        return found
+
+    def interned(self) -> "Geometry":
+        """The one object of this geometry (:meth:`of`; a geometry made by ``replace`` is another
+        object until it is interned)."""
+        return _GEOMETRIES.setdefault(self, self)
 
 
 _GEOMETRIES: dict[Geometry, Geometry] = {}
+#: :meth:`Geometry.of` by configuration
+_OF_CONFIG: dict[FettaConfig, Geometry] = {}
 
 
 #: largest denominator of :func:`dram_rate` (the credit counter of the bench's DRAM stays small)
 DRAM_RATE_DEN = 64
 
 
+@functools.lru_cache(maxsize=256)
 def dram_rate(config: FettaConfig) -> Fraction:
     """The DRAM's bandwidth in DMA beats per accelerator cycle: ``dram_gbps`` at ``freq_mhz`` over the
     beat's bytes, at most 1 (the AXI4 port moves one beat per cycle), rounded down to a fraction of

@@ -356,8 +356,20 @@ def search_network(net: Network, top_k: int = 1, cost: str = "macs") -> list[Can
 
 
 def best_path(net: Network) -> list[list[int]]:
-    """The MAC-optimal SSA path of ``net``."""
-    return search_network(net, 1)[0].as_list()
+    """The MAC-optimal SSA path of ``net``. Kept per network: a compiler comparing variants of a
+    layer searches the same networks again (a fresh list each call; callers may change it)."""
+    key = (net.phase, net.target, net.inputs, net.output, tuple(sorted(net.sizes.items())), net.result_shape,
+           net.term, net.terms)
+    found = _BEST_PATHS.get(key)
+    if found is None:
+        if len(_BEST_PATHS) >= 4096:
+            _BEST_PATHS.clear()
+        found = _BEST_PATHS[key] = tuple(tuple(p) for p in search_network(net, 1)[0].as_list())
+    return [list(p) for p in found]
+
+
+#: :func:`best_path`'s paths by network
+_BEST_PATHS: dict[tuple, tuple[tuple[int, ...], ...]] = {}
 
 
 # --------------------------------------------------------------------------------
