@@ -18,7 +18,8 @@ traffic (inputs read once, results written once: ``gen.compiler.estimate.compuls
 instruction, the waits for a GEMM's drain of :mod:`gen.design.control`, the last drain), with its share
 of the compute cycles; ``bound without it`` is the utilization of the compute cycles less those (what
 prefetching and decoding instructions ahead could reach on this program, DRAM aside). ``--write-docs`` puts the table into
-``docs/compiler.md`` between the ``layers-table`` markers. Layers that do not compile are listed
+``docs/compiler.md`` between the ``layers-table`` markers; with ``--layers`` or ``--phases`` it replaces only
+the rows it measured (the others stay as last measured). Layers that do not compile are listed
 with the reason (never silently dropped).
 
 ``--causes`` compiles only (the same programs) and prints the host re-layouts of each layer and phase
@@ -71,6 +72,27 @@ def causes_table(layers, phases, config) -> str:
     lines.append(f"| all | | | {sum(total.values())} | | " + " | ".join(str(total[k]) for k in keys) + " |")
     lines += ["", "Causes:", ""] + [f"- `{k}`: {v}" for k, v in RELAYOUT_CAUSES.items()]
     return "\n".join(lines)
+
+
+def _row_key(line: str) -> tuple[str, str]:
+    """(layer, phase) of a row of the layers table."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return cells[0], cells[1]
+
+
+def merged(old: str, new: str) -> str:
+    """The table ``old`` with the rows of ``new`` (same header) in place of its rows of the same layer and
+    phase; rows of layer-phases ``old`` lacks are appended in ``new``'s order."""
+    head, rows = new.splitlines()[:2], new.splitlines()[2:]
+    fresh = {_row_key(r): r for r in rows}
+    kept = [fresh.pop(_row_key(r), r) for r in old.splitlines()[2:] if r.startswith("|")]
+    return "\n".join(head + kept + [r for r in rows if _row_key(r) in fresh])
+
+
+def _doc_table(begin: str, end: str) -> str:
+    """The table now between ``begin`` and ``end`` in the docs."""
+    text = DOC.read_text()
+    return text[text.index(begin) + len(begin):text.index(end)].strip()
 
 
 def _write_doc(begin: str, end: str, table: str) -> None:
@@ -173,5 +195,7 @@ def main(argv=None) -> int:
     table = "\n".join(lines)
     print(table)
     if args.write_docs:
-        _write_doc(BEGIN, END, table)
+        # a subset of the layers or phases replaces its own rows only (the others stay as last measured)
+        full = (args.layers, args.phases) == (p.get_default("layers"), p.get_default("phases"))
+        _write_doc(BEGIN, END, table if full else merged(_doc_table(BEGIN, END), table))
     return 0

@@ -291,6 +291,38 @@ def test_rtl(fmt, sim):
     assert rtl_check(ex, SMALL, sim)
 
 
+def test_split_modes_even_keeps_odd_halves_whole():
+    """``odd=False`` (:class:`Shaping`): a mode whose high half would be odd (20 = 5 x 4, 18 padded to
+    20) stays whole and unpadded; one of an even high half (8 = 2 x 4, 30 padded to 32) is split as
+    before."""
+    from gen.compiler.layout import padded_size, split_modes
+    from gen.workload.network import Network, Operand
+    net = Network("fp", "Y", (Operand("A", ("a", "b")), Operand("B", ("b", "c", "d"))), ("a", "c", "d"),
+                  {"a": 20, "b": 8, "c": 18, "d": 30})
+    every, even = split_modes(net, 4, True), split_modes(net, 4, True, odd=False)
+    assert every.sizes == {"a~h": 5, "a~l": 4, "b~h": 2, "b~l": 4, "c~h": 5, "c~l": 4, "d~h": 8, "d~l": 4}
+    assert even.sizes == {"a": 20, "b~h": 2, "b~l": 4, "c": 18, "d~h": 8, "d~l": 4}
+    assert even.output == ("a", "c", "d~h", "d~l")
+    assert [padded_size(s, 4, True, False) for s in (20, 8, 18, 30)] == [20, 8, 18, 32]
+    assert [padded_size(s, 4, True) for s in (20, 8, 18, 30)] == [20, 8, 20, 32]
+
+
+@pytest.mark.parametrize("phase", ["fp", "bp", "wg", "train"])
+def test_split_even_emulator(phase):
+    """``split="even"``: a block-term layer whose 20-mode stays whole (a lane of 5 full blocks, no
+    ``~h`` / ``~l`` halves) computes every phase within the golden model's bound; ``split="all"``
+    splits it into 5 x 4; the variant records which."""
+    spec = parse_spec({"format": "bt", "in_modes": [20, 4], "out_modes": [4, 4], "ranks": 3, "blocks": 2,
+                       "batch": 8})
+    prog, _ = check_layer(spec, phase, split="even")
+    assert prog.variant["split"] == "even"
+    assert "i0" in prog.sizes and prog.sizes["i0"] == 20 and "i0~h" not in prog.sizes
+    every = compile_layer(spec, phase, DEFAULT, split="all")
+    assert every.variant["split"] == "all" and every.sizes["i0~h"] == 5 and "i0" not in every.sizes
+    with pytest.raises(CompileError, match="'all' or 'even'"):
+        compile_layer(spec, phase, DEFAULT, split="odd")
+
+
 def test_relayouts_counted():
     """A tensor whose lane does not suit its consumer is re-laid out on chip by an identity GEMM
     (gen.compiler.relayout) or through the host, whichever takes fewer cycles; both are counted:

@@ -5,14 +5,14 @@
   strides of the other modes, and the packing of host arrays into rows and back.
 * :func:`split_modes` / :func:`padded_size` - a network whose large modes are reshaped into a
   lane-sized low half ``<m>~l`` and a high half ``<m>~h`` (zero padding a mode to a multiple of
-  ``lanes`` when that adds at most :data:`PAD_WASTE`); :func:`useful_split` gives the real
-  (unpadded) extents of the halves, for utilization.
+  ``lanes`` when that adds at most :data:`PAD_WASTE`; :class:`Shaping` says which modes);
+  :func:`useful_split` gives the real (unpadded) extents of the halves, for utilization.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -132,16 +132,37 @@ class Layout:
 PAD_WASTE = 0.25
 
 
-def padded_size(size: int, lanes: int, pad: bool = True) -> int:
-    """The extent :func:`split_modes` gives a mode of ``size`` (itself, or padded to a multiple of ``lanes``)."""
+class Shaping(NamedTuple):
+    """How :func:`split_modes` reshapes a network's modes.
+
+    ``pad``: zero-pad a mode to a multiple of ``lanes`` where that adds at most :data:`PAD_WASTE`.
+    ``odd``: split a mode whose high half ``~h`` is odd too. With ``odd=False`` such a mode (UCF's
+    20 = 5 x 4) stays whole and unpadded: an odd high half cannot be split over the CE grid (not a
+    power of two), and as the lane of an operand it fills 5 of 8 lanes, padding MACs and the rows
+    written to DRAM (UCF BT bp's ``dX`` 1.6x); whole, a mode of 20 is a lane of 5 full blocks."""
+
+    pad: bool = False
+    odd: bool = True
+
+
+def _splits(p: int, lanes: int, odd: bool) -> bool:
+    """Does :func:`split_modes` split a mode of (padded) extent ``p``?"""
+    return p > lanes and p % lanes == 0 and (odd or (p // lanes) % 2 == 0)
+
+
+def padded_size(size: int, lanes: int, pad: bool = True, odd: bool = True) -> int:
+    """The extent :func:`split_modes` gives a mode of ``size`` (itself, or padded to a multiple of
+    ``lanes``; :class:`Shaping` for ``pad`` and ``odd``)."""
     p = ceil_to(size, lanes)
-    return p if pad and size > lanes and p != size and (p - size) <= PAD_WASTE * size else size
+    p = p if pad and size > lanes and p != size and (p - size) <= PAD_WASTE * size else size
+    return p if p == size or _splits(p, lanes, odd) else size
 
 
-def split_modes(net: Network, lanes: int, pad: bool = True) -> Network:
+def split_modes(net: Network, lanes: int, pad: bool = True, odd: bool = True) -> Network:
     """The same network with every mode of size ``s > lanes`` that is a multiple of ``lanes`` (or
     becomes one by zero padding that adds at most :data:`PAD_WASTE`, e.g. 10 -> 12, 30 -> 32) reshaped
-    into two modes ``<m>~h`` (``s / lanes``) and ``<m>~l`` (``lanes``), row-major (``i = h * lanes + l``).
+    into two modes ``<m>~h`` (``s / lanes``) and ``<m>~l`` (``lanes``), row-major (``i = h * lanes + l``);
+    with ``odd=False`` only where ``s / lanes`` is even (:class:`Shaping`).
 
     A reshape of every tensor, free for the host (no data moves) and invisible in the results
     (split modes stay adjacent in the output; padding is cropped). It gives every tensor
@@ -151,8 +172,8 @@ def split_modes(net: Network, lanes: int, pad: bool = True) -> Network:
     result multiplies a zero of some input."""
     split = {}
     for m, sz in net.sizes.items():
-        p = padded_size(sz, lanes, pad)
-        if p > lanes and p % lanes == 0:
+        p = padded_size(sz, lanes, pad, odd)
+        if _splits(p, lanes, odd):
             split[m] = (f"{m}~h", f"{m}~l", p)
     if not split:
         return net
@@ -188,5 +209,5 @@ def has_batch(modes: Sequence[str]) -> bool:
     return any(base_mode(m) == "b" for m in modes)
 
 
-__all__ = ["Layout", "ceil_to", "PAD_WASTE", "padded_size", "split_modes", "useful_split", "base_mode",
+__all__ = ["Layout", "ceil_to", "PAD_WASTE", "Shaping", "padded_size", "split_modes", "useful_split", "base_mode",
            "has_batch"]

@@ -21,7 +21,7 @@ from gen.compiler.allocate import Tensor
 from gen.compiler.batched import pieced
 from gen.compiler.dma import hardware_cycles
 from gen.compiler.compiler import Compiler
-from gen.compiler.layout import ceil_to, padded_size, split_modes, useful_split
+from gen.compiler.layout import Shaping, ceil_to, padded_size, split_modes, useful_split
 from gen.compiler.pipeline import PIECES, piece_counts, pipelined_network
 from gen.compiler.program import CompileError, Program
 from gen.design.config import FettaConfig
@@ -97,7 +97,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                   reuse: bool = True, align: bool = False, pad: bool | None = None,
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
                   views: bool | None = None, fuse: bool | str | None = None, k_split: bool = True,
-                  stationary: bool | None = None, share: bool | None = None, dram: str = "rule") -> Program:
+                  stationary: bool | None = None, share: bool | None = None, dram: str = "rule",
+                  split: str | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg``, ``train`` or ``backward``: :data:`TRAINS`) of ``spec``
     into a :class:`Program`.
 
@@ -105,6 +106,10 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     both ways when padding would change anything and keeps the program with fewer cycles end to end
     (:meth:`Program.timeline`: compute and DRAM stalls; padding costs MACs, memory and DRAM bytes, and
     can force chunking).
+    ``split``: which modes :func:`split_modes` splits into lane-sized halves: ``"all"``, or ``"even"``
+    (a mode whose high half would be odd stays whole and unpadded, :class:`Shaping`); ``None``
+    compiles ``"all"`` and, where some mode's high half is odd, the winner's options once more with
+    ``"even"`` (its batch pieces and fusion searched again), and keeps :func:`_best`'s choice.
     ``pieces``: run the batch in pieces, so that DRAM transfers overlap compute, in two ways: every fp /
     bp network pipelined on its own (:mod:`gen.compiler.pipeline`), or the whole phase compiled for one
     piece and repeated, weight gradients carried in the accumulation unit (:mod:`gen.compiler.batched`,
@@ -152,6 +157,9 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         raise CompileError(f"must be 'networks' or 'phase', got {pieces_by!r}", field="pieces_by")
     if dram not in ("rule", "dma"):
         raise CompileError(f"must be 'rule' or 'dma', got {dram!r}", field="dram")
+    if split not in (None, *_SPLITS.values()):
+        raise CompileError(f"must be 'all' or 'even', got {split!r}", field="split")
+    odd = split != "even"
     progs: list[Program] = []
     for v in ([views] if views is not None else [False, True]):
         if v and views is None and progs and not any(p.relayouts for p in progs):
@@ -165,26 +173,60 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
             for sh in ([share] if share is not None else [True, False] if reuse and phase in ("wg", *TRAINS)
                        else [True]):
                 progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
-                                   _Policy(relayout, k_split, st, share=sh), pieces_by, v, fuse)
+                                   _Policy(relayout, k_split, st, share=sh), pieces_by, v, fuse, odd)
     search = phase in TRAINS and progs and pieces != 1 and pieces_by in (None, "phase") and views is not False
     searched = _piece_search(spec, phase, config, paths, reuse, align, pad, pieces,
                              _Policy(relayout, k_split, stationary is not False, share=share is not False), fuse,
-                             min(p.macs for p in progs)) if search and relayout != "host" else []
+                             min(p.macs for p in progs), odd) if search and relayout != "host" else []
     progs += searched
     if not progs:
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
     # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
     best = _best(progs, config, dram)
+    if split is None and _splits_odd(spec, phase, config):
+        progs += _even_shaped(best.variant, spec, phase, config, paths, reuse, align, pad, pieces, relayout,
+                              k_split, pieces_by, fuse)
+        best = _best(progs, config, dram)
     if any(best is p for p in searched):
         return best         # the search has tried the retries' options below (lookaheads, re-layouts on chip)
-    # The planner decides step by step (one step of lookahead over the consumer); over a whole layer
-    # its choices can lose. The winner's options once more with a wider lookahead and without cross-CE
-    # splits (ATIS TTM embedding fp: 3,722 GEMMs with them, 216 without), and, where it re-lays out
-    # through the host, with every re-layout on chip at both lookaheads (the planner weighs each one's
-    # identity GEMM against its DRAM round trip alone; end to end the GEMM can cost nothing: ATIS TT wg,
-    # UCF TR-14 wg 350,459 cycles with none through the host against 352,089 with 11); :func:`_best`
-    # keeps one.
+    _retry(progs, _retry_runs(best, phase, relayout, k_split, stationary, views), best.variant, spec, phase, config,
+           paths, reuse, align)
+    final = _best(progs, config, dram)
+    # a retry's winner that re-lays out through the host: its options once more with every re-layout
+    # on chip (UCF HT wg: the wide lookahead's 168,066 cycles with one, its on-chip twin without)
+    if relayout == "auto" and final.relayouts and final is not best:
+        w = final.variant
+        runs = [(policy, w["views"]) for policy in _onchip(k_split, stationary, w)]
+        _retry(progs, runs, w, spec, phase, config, paths, reuse, align)
+        final = _best(progs, config, dram)
+    return final
+
+
+def _even_shaped(v: Mapping, spec, phase, config, paths, reuse, align, pad, pieces, relayout, k_split, pieces_by,
+                 fuse) -> list[Program]:
+    """The options ``v`` of :func:`compile_layer`'s winner with the modes of an odd high half whole
+    (:class:`Shaping`), its batch pieces and fusion searched again (UCF BT bp: 201,122 -> 184,489 cycles,
+    HT bp 91,135 -> 80,999: their 20 = 5 x 4 modes no longer pad lanes to 8, the result's 1.6x DRAM bytes
+    among them; ATIS TTM embedding fp 263,480 -> 237,971: its 10s are no longer padded to 12 = 3 x 4)."""
+    try:
+        return _variants(spec, phase, config, paths, reuse, align, pad, pieces,
+                         _Policy(relayout, k_split, v["stationary"], share=v["share"]), pieces_by, v["views"], fuse,
+                         odd=False)
+    except CompileError:
+        return []
+
+
+def _retry_runs(best: Program, phase, relayout, k_split, stationary, views) -> list[tuple[_Policy, bool]]:
+    """The ``(policy, views)`` :func:`compile_layer` retries its winner ``best``'s options under.
+
+    The planner decides step by step (one step of lookahead over the consumer); over a whole layer
+    its choices can lose. The winner's options once more with a wider lookahead and without cross-CE
+    splits (ATIS TTM embedding fp: 3,722 GEMMs with them, 216 without), and, where it re-lays out
+    through the host, with every re-layout on chip at both lookaheads (the planner weighs each one's
+    identity GEMM against its DRAM round trip alone; end to end the GEMM can cost nothing: ATIS TT wg,
+    UCF TR-14 wg 350,459 cycles with none through the host against 352,089 with 11); :func:`_best`
+    keeps one."""
     v = best.variant
     retries = [_Policy(relayout, k_split, v["stationary"], WIDE_LOOKAHEAD)]
     if k_split:
@@ -202,16 +244,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     # caller left those choices to the compiler.
     if relayout == "auto" and best.onchip_relayouts and stationary is None and views is None:
         runs += [(_Policy("host", k_split, False, la), False) for la in (_Policy().lookahead, WIDE_LOOKAHEAD)]
-    _retry(progs, runs, v, spec, phase, config, paths, reuse, align)
-    final = _best(progs, config, dram)
-    # a retry's winner that re-lays out through the host: its options once more with every re-layout
-    # on chip (UCF HT wg: the wide lookahead's 168,066 cycles with one, its on-chip twin without)
-    if relayout == "auto" and final.relayouts and final is not best:
-        w = final.variant
-        runs = [(policy, w["views"]) for policy in _onchip(k_split, stationary, w)]
-        _retry(progs, runs, w, spec, phase, config, paths, reuse, align)
-        final = _best(progs, config, dram)
-    return final
+    return runs
 
 
 def _onchip(k_split, stationary, v: Mapping) -> list[_Policy]:
@@ -229,7 +262,7 @@ def _retry(progs: list, runs, v: Mapping, spec, phase, config, paths, reuse, ali
     """Compile the options ``v`` again under each ``(policy, views)`` of ``runs`` into ``progs``."""
     for policy, vw in runs:
         try:
-            progs += _variants(spec, phase, config, paths, reuse, align, v["pad"], v["pieces"],
+            progs += _variants(spec, phase, config, paths, reuse, align, _variant_shape(v), v["pieces"],
                                policy._replace(share=v["share"]), v["pieces_by"], vw, v["fuse"])
         except CompileError:
             continue
@@ -264,9 +297,10 @@ def _stationary(prog: Program) -> bool:
 
 
 def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pieces_by, views,
-              fuse) -> list[Program]:
-    """The programs :func:`compile_layer` chooses from for one ``views`` setting."""
-    pads = _pads(spec, phase, config, pad)
+              fuse, odd: bool = True) -> list[Program]:
+    """The programs :func:`compile_layer` chooses from for one ``views`` setting (modes shaped as
+    :func:`_pads` gives for ``pad`` and ``odd``)."""
+    pads = _pads(spec, phase, config, pad, odd)
     # ``fuse=None``: fused, and where that chunks a step also unfused, both on to the batch pieces (UCF BT
     # fp: the whole batch runs faster unfused, 160,541 cycles against 184,978; two pipelined pieces fused,
     # 125,010 against 171,268)
@@ -280,9 +314,8 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
                 break           # nothing chunked: the unfused program is the same
     progs = []
     for pd, fz, whole in wholes:
-        whole.variant = dict(pad=pd, fuse=fz, views=views, pieces=1, pieces_by=None, stationary=policy.stationary,
-                             share=policy.share,
-                             k_split=policy.k_split)
+        whole.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=fz, views=views, pieces=1, pieces_by=None,
+                             stationary=policy.stationary, share=policy.share, k_split=policy.k_split)
         if pieces is None and progs and whole.timeline(config).compute_cycles > \
                 1.5 * min(p.timeline(config).cycles for p in progs):
             progs.append(whole)
@@ -296,20 +329,42 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
     return progs
 
 
-def _pads(spec, phase: str, config: FettaConfig, pad: bool | None) -> list[bool]:
-    """``pad``, or for None: unpadded, and padded too where padding would change a mode's size."""
+def _pads(spec, phase: str, config: FettaConfig, pad: bool | Shaping | None, odd: bool = True) -> list[Shaping]:
+    """The shapings of ``pad`` (a :class:`Shaping` as it is), or for None: unpadded, and padded too
+    where padding would change a mode's size (modes split as ``odd`` says)."""
     if pad is not None:
-        return [pad]
-    changes = any(padded_size(sz, config.lanes) != sz for ph in _subphases(phase)
+        return [pad if isinstance(pad, Shaping) else Shaping(pad, odd)]
+    changes = any(padded_size(sz, config.lanes, True, odd) != sz for ph in _subphases(phase)
                   for net in phase_networks(spec, ph) for sz in net.sizes.values())
-    return [False, True] if changes else [False]
+    return [Shaping(False, odd), Shaping(True, odd)] if changes else [Shaping(False, odd)]
+
+
+def _splits_odd(spec, phase: str, config: FettaConfig) -> bool:
+    """Does :func:`split_modes` split a mode of ``phase`` into an odd high half (else ``odd=False``
+    shapes every network as the default does)?"""
+    return any(split_modes(net, config.lanes, pd).sizes != split_modes(net, config.lanes, pd, False).sizes
+               for pd in (False, True) for ph in _subphases(phase) for net in phase_networks(spec, ph))
+
+
+#: ``Shaping.odd`` -> the ``split`` option of :func:`compile_layer` (and of ``Program.variant``)
+_SPLITS = {True: "all", False: "even"}
+
+
+def _variant_shape(v: Mapping) -> Shaping:
+    """The :class:`Shaping` a program's ``variant`` was compiled with."""
+    return Shaping(v["pad"], v["split"] == "all")
+
+
+def _shape(pad: bool | Shaping) -> Shaping:
+    """The :class:`Shaping` of a ``pad`` argument (a bool: every mode split, as :func:`split_modes`)."""
+    return pad if isinstance(pad, Shaping) else Shaping(bool(pad))
 
 
 def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, policy, whole, views, fuse) -> list[Program]:
     """fp / bp in batch pieces network by network (:func:`gen.compiler.pipeline.pipelined_network`)."""
     if phase not in ("fp", "bp"):
         return []
-    nets = [split_modes(net, config.lanes, pad) for net in layer_networks(spec, phase, paths)]
+    nets = [split_modes(net, config.lanes, *_shape(pad)) for net in layer_networks(spec, phase, paths)]
     wanted = PIECES if pieces is None else (pieces,)
     out = []
     for P in [p for p in wanted if all(p in piece_counts(net, (p,)) for net in nets)]:
@@ -334,7 +389,7 @@ def _carry_rows(phase: str, config: FettaConfig) -> int:
 
 
 def piece_program(spec, phase: str, config: FettaConfig, P: int, policy: _Policy, paths=None, reuse: bool = True,
-                  align: bool = False, pad: bool = False, views: bool = True,
+                  align: bool = False, pad: bool | Shaping = False, views: bool = True,
                   fuse: bool | str = True) -> Program | None:
     """``phase`` of ``spec`` as ``P`` repeats of one piece program (:func:`gen.compiler.batched.pieced`),
     or None where no piece compiles into one segment. Steps after a carried sum are deferred when
@@ -376,7 +431,8 @@ def _batched(spec, phase, config, paths, reuse, align, pad, pieces, policy, whol
     return out
 
 
-def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy, fuse, macs) -> list[Program]:
+def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy, fuse, macs,
+                  odd: bool = True) -> list[Program]:
     """A training phase in the most batch pieces (or ``pieces``) under the options :func:`compile_layer`
     otherwise tries only as retries of its winner: the transpose views, every re-layout on chip, both
     lookaheads, both orders of the backward networks (:func:`_subphases`), padded or not. A piece
@@ -389,7 +445,7 @@ def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy,
     valid = [P for P in (2, 4, 8, 16) if spec.batch % P == 0]
     counts = valid[-1:] if pieces is None else [pieces] if pieces in valid else []
     out = []
-    for P, pd, wg_first, la in itertools.product(counts, _pads(spec, phase, config, pad), (False, True),
+    for P, pd, wg_first, la in itertools.product(counts, _pads(spec, phase, config, pad, odd), (False, True),
                                                  (policy.lookahead, WIDE_LOOKAHEAD)):
         pol = policy._replace(relayout="onchip", lookahead=la, wg_first=wg_first)
         prog = piece_program(spec, phase, config, P, pol, paths, reuse, align, pd, True,
@@ -397,7 +453,8 @@ def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy,
         if prog is None:
             continue
         prog.macs = min(prog.macs, macs)
-        prog.variant = dict(pad=pd, fuse=True if fuse is None else fuse, views=True, pieces=P, pieces_by="phase",
+        prog.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=True if fuse is None else fuse, views=True,
+                            pieces=P, pieces_by="phase",
                             stationary=pol.stationary, share=pol.share, k_split=pol.k_split, wg_first=wg_first)
         out.append(prog)
     return out
@@ -406,10 +463,10 @@ def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy,
 class _Layer:
     """The host's view of one layer being compiled: its input tensors and how results assemble."""
 
-    def __init__(self, comp: Compiler, lanes: int, pad: bool):
+    def __init__(self, comp: Compiler, lanes: int, shape: Shaping):
         self.comp = comp
         self.lanes = lanes
-        self.pad = pad
+        self.shape = shape
         self.tensors: dict[str, Tensor] = {}
         self.results: dict[str, list] = {}
         self.input_modes: dict[str, tuple[str, ...]] = {}
@@ -418,20 +475,20 @@ class _Layer:
     def add_inputs(self, orig: Network, net: Network) -> None:
         """Register the padding of ``orig``'s modes and the host-store inputs of ``net`` (split)."""
         for m, sz in orig.sizes.items():
-            if padded_size(sz, self.lanes, self.pad) != sz:
+            if padded_size(sz, self.lanes, *self.shape) != sz:
                 self.comp.useful_ext.update(useful_split(m, sz, self.lanes))
         for op in net.inputs:
             if op.name not in self.tensors:
                 self.input_modes[op.name] = op.modes
                 oop = orig.inputs[[o.name for o in orig.inputs].index(op.name)]
-                self.input_pads[op.name] = tuple((sz, padded_size(sz, self.lanes, self.pad))
+                self.input_pads[op.name] = tuple((sz, padded_size(sz, self.lanes, *self.shape))
                                                  for sz in orig.shape(oop))
                 t = Tensor(op.name, op.modes)
                 t.on_host = True
                 self.tensors[op.name] = t
 
     def add_result(self, orig: Network, net: Network, out: Tensor) -> None:
-        crop = tuple((orig.sizes[m], padded_size(orig.sizes[m], self.lanes, self.pad)) for m in orig.output)
+        crop = tuple((orig.sizes[m], padded_size(orig.sizes[m], self.lanes, *self.shape)) for m in orig.output)
         self.results.setdefault(net.target, []).append((out.name, out.modes, net.result_shape, net.output, crop))
 
 
@@ -444,7 +501,8 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
                     fuse=fuse is not False, fuse_nested=fuse == "nested",
                     k_split=bool(policy.k_split), stationary=policy.stationary, lookahead=policy.lookahead,
                     defer=policy.defer)
-    layer = _Layer(comp, config.lanes, pad)
+    shape = _shape(pad)
+    layer = _Layer(comp, config.lanes, shape)
     used_paths: dict[str, list[list[int]]] = {}
     saved: list[tuple[frozenset[str], tuple[str, ...], str]] = []
     reused: dict[str, list[str]] = {}
@@ -454,7 +512,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     for ph in phases:
         comp.planner.k_split = policy.k_split is True or (policy.k_split == "wg" and ph == "wg")
         # every network split, with its path (given, or the MAC-optimal path of the real, unpadded one)
-        nets = [(n, split_modes(n, config.lanes, pad)) for n in layer_networks(spec, ph, paths)]
+        nets = [(n, split_modes(n, config.lanes, *shape)) for n in layer_networks(spec, ph, paths)]
         nets = [(n, sn, (None if paths is None else paths.get(sn.label)) or best_path(n)) for n, sn in nets]
         for i, (orig, net, path) in enumerate(nets):
             layer.add_inputs(orig, net)
@@ -541,7 +599,7 @@ def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapp
     chosen = {net.label: (paths or {}).get(net.label) or best_path(net) for net in nets}
     if pin:
         comp.pin_for = _pin_for(nets, split, chosen, saved or {})
-    layer = _Layer(comp, config.lanes, pad)
+    layer = _Layer(comp, config.lanes, Shaping(pad))
     outs: dict[str, Tensor] = {}
     used_paths: dict[str, list[list[int]]] = {}
     for orig, net in zip(nets, split):

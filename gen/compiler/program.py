@@ -126,7 +126,7 @@ class Program:
     #: host names of the tensors that depend on the batch
     batch_dep: set[str] = field(default_factory=set)
     #: the :func:`gen.compiler.phases.compile_layer` options this program was compiled with (``pad``,
-    #: ``fuse``, ``views``, ``pieces``, ``pieces_by``, ``stationary``, ``k_split``)
+    #: ``split``, ``fuse``, ``views``, ``pieces``, ``pieces_by``, ``stationary``, ``k_split``)
     variant: dict = field(default_factory=dict)
     #: batch pieces the program runs (1: the whole batch at once; :mod:`gen.compiler.pipeline`,
     #: :mod:`gen.compiler.batched`)
