@@ -333,7 +333,7 @@ def _pads(spec, phase: str, config: FettaConfig, pad: bool | Shaping | None, odd
     """The shapings of ``pad`` (a :class:`Shaping` as it is), or for None: unpadded, and padded too
     where padding would change a mode's size (modes split as ``odd`` says)."""
     if pad is not None:
-        return [pad if isinstance(pad, Shaping) else Shaping(pad, odd)]
+        return [_shape(pad, odd)]
     changes = any(padded_size(sz, config.lanes, True, odd) != sz for ph in _subphases(phase)
                   for net in phase_networks(spec, ph) for sz in net.sizes.values())
     return [Shaping(False, odd), Shaping(True, odd)] if changes else [Shaping(False, odd)]
@@ -355,9 +355,9 @@ def _variant_shape(v: Mapping) -> Shaping:
     return Shaping(v["pad"], v["split"] == "all")
 
 
-def _shape(pad: bool | Shaping) -> Shaping:
-    """The :class:`Shaping` of a ``pad`` argument (a bool: every mode split, as :func:`split_modes`)."""
-    return pad if isinstance(pad, Shaping) else Shaping(bool(pad))
+def _shape(pad: bool | Shaping, odd: bool = True) -> Shaping:
+    """The :class:`Shaping` of a ``pad`` argument (a :class:`Shaping` as it is; a bool with ``odd``)."""
+    return pad if isinstance(pad, Shaping) else Shaping(bool(pad), odd)
 
 
 def _pipelined(spec, phase, config, paths, reuse, align, pad, pieces, policy, whole, views, fuse) -> list[Program]:
