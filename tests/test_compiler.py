@@ -23,10 +23,12 @@ from hypothesis import strategies as st
 
 from gen.compiler import CompileError, Layout, compile_layer
 from gen.compiler.relayout import RELAYOUT_CAUSES
-from gen.compiler.phases import NEAR, _best, _Policy, piece_program, recomputed_macs
+from gen.compiler import phases
+from gen.compiler.phases import NEAR, SPILL_MACS, SPILL_TREES, _best, _Policy, compile_networks, piece_program, recomputed_macs
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Flag, Opcode
+from gen.search.csse import search_network
 from gen.workload.network import phase_networks
 from gen.workload.spec import parse_spec
 from sim.golden import compute, random_inputs
@@ -68,6 +70,12 @@ def bound(spec, inputs, phases, prog):
             factor = ((1 + U) * (1 + gamma)) ** (len(net.inputs) - 1) - 1
             out[net.target] = max(out.get(net.target, 0.0), factor)
     return {k: out[k] * yabs[k] for k in yabs}
+
+
+def search_network_trees(net):
+    """The trees ``_spill_tree`` compares: of the ``SPILL_TREES`` cheapest by MACs, those within ``SPILL_MACS``."""
+    cands = search_network(net, top_k=SPILL_TREES)
+    return [c.as_list() for c in cands if c.macs <= cands[0].macs * (1 + SPILL_MACS)]
 
 
 def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, prog=None, **kw):
@@ -289,6 +297,33 @@ def test_rtl(fmt, sim):
     spec = parse_spec(SPECS[fmt])
     _, ex = check_layer(spec, "train", SMALL)
     assert rtl_check(ex, SMALL, sim)
+
+
+def test_spill_tree_contracts_the_large_operand_first(monkeypatch):
+    """A WG network re-solved over saved intermediates with an operand or intermediate larger than a
+    ping-pong half runs the fastest alone of its cheapest trees (``_spill_tree``), not always the
+    MAC-optimal one; where everything fits a half the MAC-optimal tree stays. The program computes
+    the layer within the golden model's bound."""
+    spec = parse_spec({"format": "bt", "in_modes": [8, 10, 8], "out_modes": [4, 4, 4], "ranks": 2, "blocks": 2,
+                       "batch": 8})
+    config = DEFAULT.replace(unified_kb=16)
+    seen = []
+    real = phases._spill_tree
+
+    def spy(net, path, cfg):
+        seen.append((net, path, real(net, path, cfg)))
+        return seen[-1][2]
+
+    monkeypatch.setattr(phases, "_spill_tree", spy)
+    prog, _ = check_layer(spec, "wg", config, pieces=1, pad=True, fuse=True, views=True, stationary=True, share=True)
+    assert prog.variant["spill"] and prog.spill_trees >= 1
+    changed = [(net, path, out) for net, path, out in seen if [list(s) for s in out] != [list(s) for s in path]]
+    assert changed, "no re-solved network chose another tree"
+    net, path, out = changed[0]
+    alone = {tuple(map(tuple, t)): compile_networks([net], config, paths={net.label: t}).timeline(config).cycles
+             for t in search_network_trees(net)}
+    assert alone[tuple(map(tuple, out))] == min(alone.values()) < alone[tuple(map(tuple, path))]
+    assert real(net, path, DEFAULT) is path     # the default half holds every operand: MAC-optimal
 
 
 def test_split_modes_even_keeps_odd_halves_whole():

@@ -137,7 +137,7 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
                    relayouts=sum(n for n, _, _ in relayouts), relayout_bytes=sum(n * b for n, b, _ in relayouts),
                    relayout_causes=dict(causes),
                    paths=piece.paths, reused=piece.reused, input_modes=modes, input_pads=pads,
-                   input_slices=slices, result_pieces=result_pieces, pieces=P,
+                   input_slices=slices, result_pieces=result_pieces, pieces=P, spill_trees=piece.spill_trees,
                    carried={piece_name(n, P - 1) for n in piece.carried},
                    deferred={piece_name(n, P - 1) for n in piece.deferred})
 

@@ -14,6 +14,7 @@ and every WG network is re-solved with the saved tensors as extra inputs when th
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace
 from typing import Callable, Mapping, NamedTuple, Sequence
 
@@ -59,6 +60,9 @@ class _Policy(NamedTuple):
     defer: bool = True
     #: a training phase's WG networks before BP's (:func:`_subphases`, :func:`_piece_search`)
     wg_first: bool = False
+    #: a re-solved WG network with an operand larger than a ping-pong half runs the fastest alone of its
+    #: cheapest trees (:func:`_spill_tree`)
+    spill: bool = True
 
 
 def layer_networks(spec, phase: str, paths: Mapping | None = None) -> list[Network]:
@@ -145,7 +149,10 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     slower stationary step against a re-layout step by step; the whole program decides).
     ``share``: a WG network starts from an intermediate of an earlier WG network of the same inputs
     where that saves MACs (:func:`_share_wg`; with ``reuse``); ``None`` compiles with and without
-    (fewer MACs need not be fewer cycles) and keeps the fewer cycles end to end.
+    (fewer MACs need not be fewer cycles) and keeps the fewer cycles end to end. A re-solved WG network
+    with an operand or intermediate larger than a ping-pong half runs the fastest alone of its
+    MAC-cheapest trees (:func:`_spill_tree`); where that changed a tree of the winner, the winner's
+    options are retried along the MAC-optimal trees.
     Where options compete, "the fewer cycles" means :func:`_best`: within :data:`NEAR` (2 %) of the
     fastest end to end, the fewest host re-layouts, then the fewest DRAM bytes. ``dram``: the end-to-end count the final choice is made
     by: ``"rule"`` (:meth:`Program.timeline`, the DRAM rule of :mod:`gen.design.timing`) or ``"dma"``
@@ -237,6 +244,10 @@ def _retry_runs(best: Program, phase, relayout, k_split, stationary, views) -> l
         retries.append(_Policy(relayout, "wg", v["stationary"]))
     if relayout == "auto" and best.relayouts:
         retries += _onchip(k_split, stationary, v)
+    if best.spill_trees:
+        # every WG network along its MAC-optimal tree: a tree fastest alone can lose in the layer, where
+        # its operands may be on chip already (a BT layer on a 16 KiB memory, tests/test_compiler.py)
+        retries.append(_Policy(relayout, v["k_split"], v["stationary"], spill=False))
     runs = [(policy, v["views"]) for policy in retries]
     # An on-chip re-layout (or a view, or a stationary step) chosen step by step can still lose over the
     # whole layer to the plain program: every re-layout through the host, output-stationary, no views
@@ -315,7 +326,8 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
     progs = []
     for pd, fz, whole in wholes:
         whole.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=fz, views=views, pieces=1, pieces_by=None,
-                             stationary=policy.stationary, share=policy.share, k_split=policy.k_split)
+                             stationary=policy.stationary, share=policy.share, k_split=policy.k_split,
+                             spill=policy.spill)
         if pieces is None and progs and whole.timeline(config).compute_cycles > \
                 1.5 * min(p.timeline(config).cycles for p in progs):
             progs.append(whole)
@@ -455,7 +467,8 @@ def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy,
         prog.macs = min(prog.macs, macs)
         prog.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=True if fuse is None else fuse, views=True,
                             pieces=P, pieces_by="phase",
-                            stationary=pol.stationary, share=pol.share, k_split=pol.k_split, wg_first=wg_first)
+                            stationary=pol.stationary, share=pol.share, k_split=pol.k_split, wg_first=wg_first,
+                            spill=pol.spill)
         out.append(prog)
     return out
 
@@ -509,6 +522,15 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     #: saved tensor name -> the contraction tree (nested pairs of input names) that made it
     trees: dict[str, object] = {}
     piped = 0
+    #: the MACs a network's :func:`_spill_tree` adds to its MAC-optimal tree's, per changed network
+    spilled: list[int] = []
+
+    def choose(red: Network, rpath):
+        out = _spill_tree(red, rpath, config) if policy.spill else rpath
+        if out is not rpath:
+            spilled.append(path_macs(red, out) - path_macs(red, rpath))
+        return out
+
     for ph in phases:
         comp.planner.k_split = policy.k_split is True or (policy.k_split == "wg" and ph == "wg")
         # every network split, with its path (given, or the MAC-optimal path of the real, unpadded one)
@@ -518,7 +540,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
             layer.add_inputs(orig, net)
             run_net = net
             if ph == "wg" and reuse and saved:
-                run_net, path, used = _with_saved(net, path, saved, layer.tensors)
+                run_net, path, used = _with_saved(net, path, saved, layer.tensors, choose=choose)
                 if used:
                     reused[net.label] = used
             prefix = net.label.replace(" ", "").replace("[", "_").replace("]", "")
@@ -558,8 +580,10 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
                 if entry[2] in comp.registry:
                     saved.append(entry)
             layer.tensors.update(comp.registry)
-    return comp.program(results=layer.results, paths=used_paths, reused=reused, input_modes=layer.input_modes,
-                        input_pads=layer.input_pads, pieces=pieces if piped else 1)
+    prog = comp.program(results=layer.results, paths=used_paths, reused=reused, input_modes=layer.input_modes,
+                        input_pads=layer.input_pads, pieces=pieces if piped else 1, spill_trees=len(spilled))
+    prog.macs -= sum(spilled)       # useful MACs: a spill tree's extra ones are not (UCF HT wg: 1.3 %)
+    return prog
 
 
 def compile_networks(nets: Sequence[Network], config: FettaConfig, derived: Mapping[str, str] | None = None,
@@ -750,10 +774,12 @@ def _share_wg(comp: Compiler, net: Network, path, prefix: str, saved: list, late
     return out
 
 
-def _with_saved(net: Network, path, saved, tensors=None):
+def _with_saved(net: Network, path, saved, tensors=None, choose: Callable | None = None):
     """Re-solve a WG network with saved intermediates (of FP / BP, or of earlier WG networks) as
     inputs, if that saves MACs: ``(network, path, saved tensor names used)``. ``tensors``: the
-    compiled tensors, where every chosen one must be (None: only which would be chosen)."""
+    compiled tensors, where every chosen one must be (None: only which would be chosen).
+    ``choose(red, path)``: the path the re-solved network ``red`` runs, given its MAC-optimal one
+    (:func:`_spill_tree`; default: that one)."""
     names = {op.name for op in net.inputs}
     base = path_macs(net, path)
 
@@ -789,7 +815,52 @@ def _with_saved(net: Network, path, saved, tensors=None):
     for s, modes, tname in chosen:
         if tensors is not None and tname not in tensors:
             raise CompileError(f"internal: saved tensor {tname} unknown", field="phase")
-    return red, rpath, [t for _, _, t in chosen]
+    return red, rpath if choose is None else choose(red, rpath), [t for _, _, t in chosen]
+
+
+#: trees :func:`_spill_tree` compares: of the ``SPILL_TREES`` MAC-cheapest, those with at most ``SPILL_MACS``
+#: more MACs than the cheapest (more let a tree fastest alone lose in the layer: ATIS TTM embedding train's
+#: ``dcore_0`` took a tree of 44 % more MACs, and the step went 878,668 -> 1,151,613 cycles, its saved FP
+#: intermediates being on chip in the layer, not alone)
+SPILL_TREES = 8
+SPILL_MACS = 0.05
+#: the tree :func:`_spill_tree` chose, per network and configuration
+_spill_choices: dict = {}
+
+
+def _spill_tree(net: Network, path, config: FettaConfig) -> list[list[int]]:
+    """``path``, the MAC-optimal tree of a WG network re-solved over saved intermediates
+    (:func:`_with_saved`), or, where one of its operands or intermediates is larger than a ping-pong
+    half (it cannot stay on chip), the fastest (compiled alone, by the DRAM rule) of its
+    :data:`SPILL_TREES` cheapest trees by MACs within :data:`SPILL_MACS` of the cheapest.
+
+    The MAC count does not see that a tree builds a large intermediate out of small operands, which
+    leaves the chip and comes back, where another contracts the large operand first, in pieces that
+    stay on chip: UCF BT wg's ``dcore_2`` (``X`` and three factors against ``G Q``) alone moves
+    12.6 MiB along its MAC-optimal tree (520,693 cycles lowered to DMA jobs) and 3.9 MiB (161,283)
+    along its second (the same MACs), ``X x core_3`` first. Chosen once per network and configuration
+    (the compiled variants share it)."""
+    half = Geometry.of(config).unified_half_rows * config.lanes
+    sizes = [math.prod(net.sizes[m] for m in op.modes) for op in net.inputs]
+    sizes += [math.prod(net.sizes[m] for m in st.out_modes) for st in path_steps(net, path)]
+    if max(sizes) <= half or len(net.inputs) < 3:
+        return path
+    key = (net.phase, net.target, net.inputs, net.output, tuple(sorted(net.sizes.items())), config)
+    if key not in _spill_choices:
+        cands = search_network(net, top_k=SPILL_TREES)
+        trees = [c.as_list() for c in cands if c.macs <= cands[0].macs * (1 + SPILL_MACS)]
+        cycles = [_alone(net, t, config) for t in trees] if len(trees) > 1 else [0]
+        _spill_choices[key] = trees[cycles.index(min(cycles))]
+    best = _spill_choices[key]
+    return path if [list(s) for s in best] == [list(s) for s in path] else best
+
+
+def _alone(net: Network, tree, config: FettaConfig) -> float:
+    """End-to-end cycles (the DRAM rule) of ``net`` compiled alone along ``tree`` (inf: it does not compile)."""
+    try:
+        return compile_networks([net], config, paths={net.label: tree}).timeline(config).cycles
+    except CompileError:
+        return math.inf
 
 
 def fastest_paths(nets: Sequence[Network], config: FettaConfig, top_k: int = 8,

@@ -131,6 +131,9 @@ class Program:
     #: batch pieces the program runs (1: the whole batch at once; :mod:`gen.compiler.pipeline`,
     #: :mod:`gen.compiler.batched`)
     pieces: int = 1
+    #: WG networks that run a tree other than their MAC-optimal one, which spills a large intermediate
+    #: (:func:`gen.compiler.phases._spill_tree`)
+    spill_trees: int = 0
 
     @property
     def est_cycles(self) -> int:
