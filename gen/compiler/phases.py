@@ -849,18 +849,23 @@ def _spill_tree(net: Network, path, config: FettaConfig) -> list[list[int]]:
     if key not in _spill_choices:
         cands = search_network(net, top_k=SPILL_TREES)
         trees = [c.as_list() for c in cands if c.macs <= cands[0].macs * (1 + SPILL_MACS)]
-        cycles = [_alone(net, t, config) for t in trees] if len(trees) > 1 else [0]
-        _spill_choices[key] = trees[cycles.index(min(cycles))]
+        _spill_choices[key] = _fastest(net, trees, config) if len(trees) > 1 else trees[0]
     best = _spill_choices[key]
     return path if [list(s) for s in best] == [list(s) for s in path] else best
 
 
-def _alone(net: Network, tree, config: FettaConfig) -> float:
-    """End-to-end cycles (the DRAM rule) of ``net`` compiled alone along ``tree`` (inf: it does not compile)."""
-    try:
-        return compile_networks([net], config, paths={net.label: tree}).timeline(config).cycles
-    except CompileError:
-        return math.inf
+def _fastest(net: Network, trees, config: FettaConfig, dram: str = "rule") -> list[list[int]]:
+    """The tree of ``trees`` along which ``net`` compiled alone takes the fewest cycles end to end (the
+    DRAM rule, or lowered to DMA jobs: ``dram="dma"``); a tree that does not compile counts as endless."""
+    def cycles(tree) -> float:
+        try:
+            prog = compile_networks([net], config, paths={net.label: tree})
+        except CompileError:
+            return math.inf
+        return hardware_cycles(prog, config) if dram == "dma" else prog.timeline(config).cycles
+
+    costs = [cycles(t) for t in trees]
+    return trees[costs.index(min(costs))]
 
 
 def fastest_paths(nets: Sequence[Network], config: FettaConfig, top_k: int = 8,
@@ -870,13 +875,8 @@ def fastest_paths(nets: Sequence[Network], config: FettaConfig, top_k: int = 8,
     by the DRAM rule, or lowered to DMA jobs, ``dram="dma"``), by label, for :func:`compile_networks` ``paths``. The MAC-optimal tree can make an intermediate
     that does not fit a ping-pong half: the token embedding's ``dcore_2`` of the ATIS transformer moves
     4.3 MiB along it (180,017 cycles) and 0.7 MiB along its second tree (53,679 cycles, 18 % more MACs)."""
-    out = {}
-    for net in nets:
-        trees = [c.as_list() for c in search_network(net, top_k=top_k)]
-        progs = [compile_networks([net], config, paths={net.label: t}) for t in trees]
-        cycles = [hardware_cycles(p, config) if dram == "dma" else p.timeline(config).cycles for p in progs]
-        out[net.label] = trees[cycles.index(min(cycles))]
-    return out
+    return {net.label: _fastest(net, [c.as_list() for c in search_network(net, top_k=top_k)], config, dram)
+            for net in nets}
 
 
 __all__ = ["compile_layer", "compile_networks", "compile_pieces", "default_paths", "fastest_paths", "layer_networks",
