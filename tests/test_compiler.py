@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 from gen.compiler import CompileError, Layout, compile_layer
 from gen.compiler.relayout import RELAYOUT_CAUSES
 from gen.compiler import phases
-from gen.compiler.phases import NEAR, SPILL_MACS, SPILL_TREES, _best, _Policy, compile_networks, piece_program, recomputed_macs
+from gen.compiler.phases import (NEAR, _best, _Policy, compile_networks, piece_program, recomputed_macs,
+                                 spill_candidates)
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig, load_config
 from gen.design.isa import Flag, Opcode
-from gen.search.csse import search_network
 from gen.workload.network import phase_networks
 from gen.workload.spec import parse_spec
 from sim.golden import compute, random_inputs
@@ -70,12 +70,6 @@ def bound(spec, inputs, phases, prog):
             factor = ((1 + U) * (1 + gamma)) ** (len(net.inputs) - 1) - 1
             out[net.target] = max(out.get(net.target, 0.0), factor)
     return {k: out[k] * yabs[k] for k in yabs}
-
-
-def search_network_trees(net):
-    """The trees ``_spill_tree`` compares: of the ``SPILL_TREES`` cheapest by MACs, those within ``SPILL_MACS``."""
-    cands = search_network(net, top_k=SPILL_TREES)
-    return [c.as_list() for c in cands if c.macs <= cands[0].macs * (1 + SPILL_MACS)]
 
 
 def check_layer(spec, phase, config=DEFAULT, seed=0, align=False, prog=None, **kw):
@@ -321,7 +315,7 @@ def test_spill_tree_contracts_the_large_operand_first(monkeypatch):
     assert changed, "no re-solved network chose another tree"
     net, path, out = changed[0]
     alone = {tuple(map(tuple, t)): compile_networks([net], config, paths={net.label: t}).timeline(config).cycles
-             for t in search_network_trees(net)}
+             for t in spill_candidates(net)}
     assert alone[tuple(map(tuple, out))] == min(alone.values()) < alone[tuple(map(tuple, path))]
     assert real(net, path, DEFAULT) is path     # the default half holds every operand: MAC-optimal
 

@@ -847,11 +847,17 @@ def _spill_tree(net: Network, path, config: FettaConfig) -> list[list[int]]:
         return path
     key = (net.phase, net.target, net.inputs, net.output, tuple(sorted(net.sizes.items())), config)
     if key not in _spill_choices:
-        cands = search_network(net, top_k=SPILL_TREES)
-        trees = [c.as_list() for c in cands if c.macs <= cands[0].macs * (1 + SPILL_MACS)]
+        trees = spill_candidates(net)
         _spill_choices[key] = _fastest(net, trees, config) if len(trees) > 1 else trees[0]
     best = _spill_choices[key]
     return path if [list(s) for s in best] == [list(s) for s in path] else best
+
+
+def spill_candidates(net: Network) -> list[list[list[int]]]:
+    """The trees :func:`_spill_tree` compares: of the :data:`SPILL_TREES` MAC-cheapest, those within
+    :data:`SPILL_MACS` of the cheapest, cheapest first."""
+    cands = search_network(net, top_k=SPILL_TREES)
+    return [c.as_list() for c in cands if c.macs <= cands[0].macs * (1 + SPILL_MACS)]
 
 
 def _fastest(net: Network, trees, config: FettaConfig, dram: str = "rule") -> list[list[int]]:
