@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 
 import numpy as np
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -309,7 +311,8 @@ def test_spill_tree_contracts_the_large_operand_first(monkeypatch):
         return seen[-1][2]
 
     monkeypatch.setattr(phases, "_spill_tree", spy)
-    prog, _ = check_layer(spec, "wg", config, pieces=1, pad=True, fuse=True, views=True, stationary=True, share=True)
+    prog, _ = check_layer(spec, "wg", config, pieces=1, pad=True, fuse=True, views=True, stationary=True, share=True,
+                           runs=False)
     assert prog.variant["spill"] and prog.spill_trees >= 1
     changed = [(net, path, out) for net, path, out in seen if [list(s) for s in out] != [list(s) for s in path]]
     assert changed, "no re-solved network chose another tree"
@@ -568,8 +571,8 @@ def test_fused_chunks(fmt, phase):
     faster, the fewer host re-layouts, then DRAM bytes)."""
     spec = parse_spec(dict(SPECS[fmt], batch=32))
     # the same WG networks in both (sharing intermediates between them changes what is chunked)
-    fused, _ = check_layer(spec, phase, CHUNK, pieces=1, fuse=True, share=False)
-    plain, _ = check_layer(spec, phase, CHUNK, pieces=1, fuse=False, share=False)
+    fused, _ = check_layer(spec, phase, CHUNK, pieces=1, fuse=True, share=False, runs=False)
+    plain, _ = check_layer(spec, phase, CHUNK, pieces=1, fuse=False, share=False, runs=False)
     # a fused step: a later step of a network working on a piece (mode ``m@lo:hi``) of an
     # intermediate that was never concatenated on the host
     concat = {args[0] for _, kind, args in fused.host_ops if kind == "concat"}
@@ -579,8 +582,31 @@ def test_fused_chunks(fmt, phase):
     if phase != "train":    # train saves the FP / BP intermediates: those pieces are read back too
         assert not any(st.roles.split()[0][2:].split("[")[0] in concat for st in on_pieces)
     assert fused.dram_bytes < plain.dram_bytes
-    best = compile_layer(spec, phase, CHUNK, pieces=1, share=False)
+    best = compile_layer(spec, phase, CHUNK, pieces=1, share=False, runs=False)
     want = _best([fused, plain], CHUNK)
+    assert (best.relayouts, best.dram_bytes, best.timeline(CHUNK).cycles) == \
+        (want.relayouts, want.dram_bytes, want.timeline(CHUNK).cycles)
+
+
+def _pieces_read(prog) -> list[set[str]]:
+    """Per run, the pieces (``m@lo:hi``) of chunked results it reads back."""
+    return [{m for rd in run.reads for m in re.findall(r"\[([^\]]*@[^\]]*)\]", rd.name)} for run in prog.runs]
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_chunk_pieces_in_runs_of_their_own(fuse):
+    """``runs=True``: every piece of a chunked step (with its fused steps) is a run of its own, results
+    within the bound; with ``runs=False`` pieces share a run; ``runs=None`` (the default) keeps the one
+    :func:`gen.compiler.phases._best` keeps of the two."""
+    spec = parse_spec(dict(SPECS["bt"], batch=32))
+    own, _ = check_layer(spec, "fp", CHUNK, pieces=1, fuse=fuse, share=False, runs=True)
+    shared = compile_layer(spec, "fp", CHUNK, pieces=1, fuse=fuse, share=False, runs=False)
+    assert own.chunked_steps and shared.chunked_steps
+    assert all(len(p) <= 1 for p in _pieces_read(own)) and any(_pieces_read(own))
+    assert any(len(p) > 1 for p in _pieces_read(shared))
+    assert len(own.runs) > len(shared.runs)
+    best = compile_layer(spec, "fp", CHUNK, pieces=1, fuse=fuse, share=False)
+    want = _best([own, shared], CHUNK)
     assert (best.relayouts, best.dram_bytes, best.timeline(CHUNK).cycles) == \
         (want.relayouts, want.dram_bytes, want.timeline(CHUNK).cycles)
 

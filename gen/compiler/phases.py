@@ -63,6 +63,8 @@ class _Policy(NamedTuple):
     #: a re-solved WG network with an operand larger than a ping-pong half runs the fastest alone of its
     #: cheapest trees (:func:`_spill_tree`)
     spill: bool = True
+    #: every piece of a step chunked over a free mode in a run of its own (``Compiler.run_per_piece``)
+    runs: bool = False
 
 
 def layer_networks(spec, phase: str, paths: Mapping | None = None) -> list[Network]:
@@ -102,7 +104,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
                   views: bool | None = None, fuse: bool | str | None = None, k_split: bool = True,
                   stationary: bool | None = None, share: bool | None = None, dram: str = "rule",
-                  split: str | None = None) -> Program:
+                  split: str | None = None, runs: bool | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg``, ``train`` or ``backward``: :data:`TRAINS`) of ``spec``
     into a :class:`Program`.
 
@@ -139,6 +141,11 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     with its batch pieces, and keeps the one :func:`_best` keeps (fused pieces keep intermediates on
     chip but can be more pieces; a fused program can lose on the whole batch and win in pieces:
     ``docs/compiler.md``).
+    ``runs``: every piece of a step chunked over a free mode (and of its fused steps) in a run of its own
+    (``Compiler.run_per_piece``: the pieces alternate ping-pong halves, so one piece's DMA overlaps the
+    other's compute; an operand not cut is written per piece); ``False``: the pieces share runs while
+    they fit a half; ``None``, where some program chunks a step, compiles the winner's options both
+    ways (every shaping, fusion and batch piece count) and keeps :func:`_best`'s choice.
     ``k_split=False``: no step splits a contracted mode over the CE grid (the cross-CE sums of the
     reduction network unused: a capability set, :mod:`gen.compiler.capabilities`).
     ``stationary``: the planner may switch a step to a stationary dataflow (``WS`` / ``IS``, vertical or
@@ -180,10 +187,12 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
             for sh in ([share] if share is not None else [True, False] if reuse and phase in ("wg", *TRAINS)
                        else [True]):
                 progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
-                                   _Policy(relayout, k_split, st, share=sh), pieces_by, v, fuse, odd)
+                                   _Policy(relayout, k_split, st, share=sh, runs=runs is True), pieces_by, v, fuse,
+                                   odd)
     search = phase in TRAINS and progs and pieces != 1 and pieces_by in (None, "phase") and views is not False
     searched = _piece_search(spec, phase, config, paths, reuse, align, pad, pieces,
-                             _Policy(relayout, k_split, stationary is not False, share=share is not False), fuse,
+                             _Policy(relayout, k_split, stationary is not False, share=share is not False,
+                                     runs=runs is True), fuse,
                              min(p.macs for p in progs), odd) if search and relayout != "host" else []
     progs += searched
     if not progs:
@@ -194,6 +203,21 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     if split is None and _splits_odd(spec, phase, config):
         progs += _even_shaped(best.variant, spec, phase, config, paths, reuse, align, pad, pieces, relayout,
                               k_split, pieces_by, fuse)
+        best = _best(progs, config, dram)
+    if runs is None and any(p.chunked_steps for p in progs):
+        # every chunk piece in a run of its own too (its first compute after one piece's writes, the pieces
+        # alternating halves; an operand not cut is written per piece): the winner's options, both splits
+        # of an odd high half, padded or not, fusion and batch piece counts searched again (docs/compiler.md
+        # "Chunk pieces in runs of their own": UCF BT bp, UCF TR-14 bp, ATIS dense wg; UCF BT wg keeps its
+        # shared runs)
+        w = best.variant
+        for o in [True, False] if split is None and _splits_odd(spec, phase, config) else [odd]:
+            try:
+                progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
+                                   _Policy(relayout, k_split, w["stationary"], share=w["share"], runs=True),
+                                   pieces_by, w["views"], fuse, odd=o)
+            except CompileError:
+                continue        # a piece's own run that does not fit: the shared runs stand
         best = _best(progs, config, dram)
     if any(best is p for p in searched):
         return best         # the search has tried the retries' options below (lookaheads, re-layouts on chip)
@@ -218,8 +242,8 @@ def _even_shaped(v: Mapping, spec, phase, config, paths, reuse, align, pad, piec
     among them; ATIS TTM embedding fp 263,480 -> 237,971: its 10s are no longer padded to 12 = 3 x 4)."""
     try:
         return _variants(spec, phase, config, paths, reuse, align, pad, pieces,
-                         _Policy(relayout, k_split, v["stationary"], share=v["share"]), pieces_by, v["views"], fuse,
-                         odd=False)
+                         _Policy(relayout, k_split, v["stationary"], share=v["share"], runs=v["runs"]), pieces_by,
+                         v["views"], fuse, odd=False)
     except CompileError:
         return []
 
@@ -274,7 +298,7 @@ def _retry(progs: list, runs, v: Mapping, spec, phase, config, paths, reuse, ali
     for policy, vw in runs:
         try:
             progs += _variants(spec, phase, config, paths, reuse, align, _variant_shape(v), v["pieces"],
-                               policy._replace(share=v["share"]), v["pieces_by"], vw, v["fuse"])
+                               policy._replace(share=v["share"], runs=v["runs"]), v["pieces_by"], vw, v["fuse"])
         except CompileError:
             continue
 
@@ -327,7 +351,7 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
     for pd, fz, whole in wholes:
         whole.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=fz, views=views, pieces=1, pieces_by=None,
                              stationary=policy.stationary, share=policy.share, k_split=policy.k_split,
-                             spill=policy.spill)
+                             spill=policy.spill, runs=policy.runs)
         if pieces is None and progs and whole.timeline(config).compute_cycles > \
                 1.5 * min(p.timeline(config).cycles for p in progs):
             progs.append(whole)
@@ -468,7 +492,7 @@ def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy,
         prog.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=True if fuse is None else fuse, views=True,
                             pieces=P, pieces_by="phase",
                             stationary=pol.stationary, share=pol.share, k_split=pol.k_split, wg_first=wg_first,
-                            spill=pol.spill)
+                            spill=pol.spill, runs=pol.runs)
         out.append(prog)
     return out
 
@@ -513,7 +537,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views,
                     fuse=fuse is not False, fuse_nested=fuse == "nested",
                     k_split=bool(policy.k_split), stationary=policy.stationary, lookahead=policy.lookahead,
-                    defer=policy.defer)
+                    defer=policy.defer, run_per_piece=policy.runs)
     shape = _shape(pad)
     layer = _Layer(comp, config.lanes, shape)
     used_paths: dict[str, list[list[int]]] = {}
