@@ -141,11 +141,9 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     with its batch pieces, and keeps the one :func:`_best` keeps (fused pieces keep intermediates on
     chip but can be more pieces; a fused program can lose on the whole batch and win in pieces:
     ``docs/compiler.md``).
-    ``runs``: every piece of a step chunked over a free mode (and of its fused steps) in a run of its own
-    (``Compiler.run_per_piece``: the pieces alternate ping-pong halves, so one piece's DMA overlaps the
-    other's compute; an operand not cut is written per piece); ``False``: the pieces share runs while
-    they fit a half; ``None``, where some program chunks a step, compiles the winner's options both
-    ways (every shaping, fusion and batch piece count) and keeps :func:`_best`'s choice.
+    ``runs``: every chunk piece (with its fused steps) in a run of its own (``Compiler.run_per_piece``);
+    ``False``: pieces share runs while they fit a half; ``None``: where some program chunks a step, also
+    the winner's options with a run per piece (:func:`_own_runs`), :func:`_best` keeping one.
     ``k_split=False``: no step splits a contracted mode over the CE grid (the cross-CE sums of the
     reduction network unused: a capability set, :mod:`gen.compiler.capabilities`).
     ``stationary``: the planner may switch a step to a stationary dataflow (``WS`` / ``IS``, vertical or
@@ -205,19 +203,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                               k_split, pieces_by, fuse)
         best = _best(progs, config, dram)
     if runs is None and any(p.chunked_steps for p in progs):
-        # every chunk piece in a run of its own too (its first compute after one piece's writes, the pieces
-        # alternating halves; an operand not cut is written per piece): the winner's options, both splits
-        # of an odd high half, padded or not, fusion and batch piece counts searched again (docs/compiler.md
-        # "Chunk pieces in runs of their own": UCF BT bp, UCF TR-14 bp, ATIS dense wg; UCF BT wg keeps its
-        # shared runs)
-        w = best.variant
-        for o in [True, False] if split is None and _splits_odd(spec, phase, config) else [odd]:
-            try:
-                progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
-                                   _Policy(relayout, k_split, w["stationary"], share=w["share"], runs=True),
-                                   pieces_by, w["views"], fuse, odd=o)
-            except CompileError:
-                continue        # a piece's own run that does not fit: the shared runs stand
+        progs += _own_runs(best.variant, spec, phase, config, paths, reuse, align, pad, pieces, relayout, k_split,
+                           pieces_by, fuse, split, odd)
         best = _best(progs, config, dram)
     if any(best is p for p in searched):
         return best         # the search has tried the retries' options below (lookaheads, re-layouts on chip)
@@ -232,6 +219,24 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         _retry(progs, runs, w, spec, phase, config, paths, reuse, align)
         final = _best(progs, config, dram)
     return final
+
+
+def _own_runs(v: Mapping, spec, phase, config, paths, reuse, align, pad, pieces, relayout, k_split, pieces_by, fuse,
+              split, odd) -> list[Program]:
+    """The options ``v`` of :func:`compile_layer`'s winner with every chunk piece in a run of its own
+    (``_Policy.runs``: its first compute after one piece's writes, the pieces alternating halves; an
+    operand not cut is written per piece): both splits of an odd high half, padded or not, fused or
+    not, every batch piece count (docs/compiler.md "Chunk pieces in runs of their own": UCF BT bp, UCF
+    TR-14 bp, ATIS dense wg; UCF BT wg keeps its shared runs)."""
+    out: list[Program] = []
+    for o in [True, False] if split is None and _splits_odd(spec, phase, config) else [odd]:
+        try:
+            out += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
+                             _Policy(relayout, k_split, v["stationary"], share=v["share"], runs=True), pieces_by,
+                             v["views"], fuse, odd=o)
+        except CompileError:
+            continue        # a piece's own run that does not fit: the shared runs stand
+    return out
 
 
 def _even_shaped(v: Mapping, spec, phase, config, paths, reuse, align, pad, pieces, relayout, k_split, pieces_by,
