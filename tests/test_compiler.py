@@ -18,7 +18,6 @@ import re
 from collections import Counter
 
 import numpy as np
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -221,6 +221,12 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     return final
 
 
+def _winner_policy(v: Mapping, relayout: str, k_split) -> _Policy:
+    """The policy :func:`compile_layer`'s winner of options ``v`` ran under, with the caller's
+    ``relayout`` and ``k_split`` (what :func:`_own_runs` and :func:`_even_shaped` vary from)."""
+    return _Policy(relayout, k_split, v["stationary"], share=v["share"], runs=v["runs"])
+
+
 def _own_runs(v: Mapping, spec, phase, config, paths, reuse, align, pad, pieces, relayout, k_split, pieces_by, fuse,
               split, odd) -> list[Program]:
     """The options ``v`` of :func:`compile_layer`'s winner with every chunk piece in a run of its own
@@ -232,8 +238,8 @@ def _own_runs(v: Mapping, spec, phase, config, paths, reuse, align, pad, pieces,
     for o in [True, False] if split is None and _splits_odd(spec, phase, config) else [odd]:
         try:
             out += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
-                             _Policy(relayout, k_split, v["stationary"], share=v["share"], runs=True), pieces_by,
-                             v["views"], fuse, odd=o)
+                             _winner_policy(v, relayout, k_split)._replace(runs=True), pieces_by, v["views"], fuse,
+                             odd=o)
         except CompileError:
             continue        # a piece's own run that does not fit: the shared runs stand
     return out
@@ -247,8 +253,7 @@ def _even_shaped(v: Mapping, spec, phase, config, paths, reuse, align, pad, piec
     among them; ATIS TTM embedding fp 263,480 -> 237,971: its 10s are no longer padded to 12 = 3 x 4)."""
     try:
         return _variants(spec, phase, config, paths, reuse, align, pad, pieces,
-                         _Policy(relayout, k_split, v["stationary"], share=v["share"], runs=v["runs"]), pieces_by,
-                         v["views"], fuse, odd=False)
+                         _winner_policy(v, relayout, k_split), pieces_by, v["views"], fuse, odd=False)
     except CompileError:
         return []
 
