@@ -29,7 +29,7 @@ from gen.compiler.phases import (NEAR, _best, _Policy, compile_networks, piece_p
                                  spill_candidates)
 from gen.toolflow.execute import execute, rtl_check
 from gen.design.config import FettaConfig, load_config
-from gen.design.isa import Flag, Opcode
+from gen.design.isa import Flag, Opcode, Transpose
 from gen.workload.network import phase_networks
 from gen.workload.spec import parse_spec
 from sim.golden import compute, random_inputs
@@ -106,10 +106,14 @@ def test_backward_phase(fmt):
     """``backward`` (a training step's backward pass, whose forward pass made ``Y``): ``dX`` and the core
     gradients within the golden model's bound and no ``Y``; its MACs less the FP steps it computes again
     (:func:`recomputed_macs`: FP's path but the last step) are the ``train`` program's less the ``fp``
-    program's, and FP's last step is not among them (one-core layers have no intermediate: no FP at all)."""
+    program's, and FP's last step is not among them (one-core layers have no intermediate: no FP at all).
+    The ``train`` program is compiled with the ``backward`` winner's batch pieces, views and sharing: a
+    training phase in batch pieces may start WG networks from other saved tensors (fewer MACs)."""
     spec = parse_spec(SPECS[fmt])
     prog, _ = check_layer(spec, "backward")
-    train, fp = (compile_layer(spec, ph, DEFAULT) for ph in ("train", "fp"))
+    v = prog.variant
+    train = compile_layer(spec, "train", DEFAULT, pieces=v["pieces"], views=v["views"], share=v["share"])
+    fp = compile_layer(spec, "fp", DEFAULT)
     assert prog.macs - recomputed_macs(spec, prog) == train.macs - fp.macs
     assert prog.macs < train.macs
     assert recomputed_macs(spec, prog) < fp.macs
@@ -714,6 +718,36 @@ def test_transposed_views_replace_relayouts():
         transposes += p1.transposes
         assert any(i.tr for r in p1.runs for i in r.program) == (p1.transposes > 0)
     assert transposes > 0 and after < before
+
+
+@pytest.mark.sim
+@pytest.mark.xdist_group("default-verilator")
+def test_output_transpose_gives_the_consumer_its_contracted_lane():
+    """The reduction network's transpose layer (``Transpose.O``, ``Planner.transposed_twins``) writes a
+    result with the mode its consumer contracts as its lane, so that the consumer streams it
+    stationary as it lies: in TT fp, ``core_2 x core_3`` is written with lane ``r2`` (split over 4
+    consecutive output groups, its former lane at ``r2``'s row stride), the step contracting ``r2``
+    runs input-stationary on it with no re-layout; within the golden bound, the default design on
+    Verilator equal to the emulator (rows read back and cycles), and fewer cycles than
+    output-stationary only. ``compile_layer`` searches without output transposes and compiles the
+    winner's options once more with them where a step could have one (``Program.twin_sites``):
+    ``transposes=False`` has no such GEMM and counts the step."""
+    spec = parse_spec(SPECS["tt"])
+    prog, ex = check_layer(spec, "fp", DEFAULT)
+    assert rtl_check(ex, DEFAULT, "verilator")
+    transposed = [i for r in prog.runs for i in r.program if i.opcode == Opcode.GEMM and i.tr & Transpose.O]
+    t = transposed[0]
+    assert len(transposed) == 1 and t.log_gk == 0 and (t.log_gn == 2 or (t.log_gn == 0 and t.log_gm == 2))
+    k = next(n for n, st in enumerate(prog.steps) if st.transposes)
+    made, consumer = prog.steps[k], prog.steps[k + 1]
+    lane = made.out_layout[-1]
+    assert lane in set(consumer.lhs) & set(consumer.rhs) and lane not in consumer.out
+    assert consumer.dataflows[0] in ("IS", "WS") and not prog.onchip_relayouts and not prog.relayouts
+    assert prog.est_cycles < compile_layer(spec, "fp", DEFAULT, stationary=False).est_cycles
+    off = compile_layer(spec, "fp", DEFAULT, transposes=False)
+    assert prog.variant["transposes"] and not off.variant["transposes"] and off.twin_sites >= 1
+    assert not any(i.tr & Transpose.O for r in off.runs for i in r.program if i.opcode == Opcode.GEMM)
+    assert prog.est_cycles < off.est_cycles
 
 
 @pytest.mark.parametrize("fmt,config", covering(list(SPECS), ["default", "small"]))

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from gen.search.baselines import BASELINES, baseline_path, baselines_for, dense_layer_macs
 from gen.workload.network import Network, Operand, path_macs, path_steps, phase_networks
-from gen.search import path_cost, search_network, training_aware
+from gen.search import lane_pad, path_cost, search_network, training_aware
 from gen.search.csse import _Tables
 from gen.workload.spec import load_spec, parse_spec
 
@@ -69,14 +69,14 @@ def plain_dp(net: Network) -> int:
     return best[full]
 
 
-def brute_force(net: Network, cost: str = "macs") -> list[int]:
+def brute_force(net: Network, cost: str = "macs", lanes: int = 4) -> list[float]:
     """Costs of every distinct contraction tree (small networks only)."""
     n = len(net.inputs)
     seen: dict[frozenset, int] = {}
 
     def rec(live, path, tree):
         if len(live) == 1:
-            seen[tree[live[0]]] = path_cost(net, path, cost)
+            seen[tree[live[0]]] = path_cost(net, path, cost, lanes)
             return
         for a, b in itertools.combinations(live, 2):
             nxt = n + len(path)
@@ -102,6 +102,30 @@ def random_networks(draw, min_nodes=2, max_nodes=6, max_size=5, hyper=True):
     output = tuple(m for m in present if draw(st.booleans()))
     return Network(phase="fp", target="Y", inputs=tuple(ops), output=output,
                    sizes={m: sizes[m] for m in present})
+
+
+@settings(max_examples=40)
+@given(random_networks(max_nodes=6, max_size=9), st.integers(1, 4), st.sampled_from([2, 4]))
+def test_lanes_cost_k_best_equals_brute_force(net, k, lanes):
+    """Cost ``lanes`` (MACs times the lane padding of both operands' free modes): the K best trees
+    have the K smallest such costs of all trees (float sums in another order: 1e-12 relative)."""
+    everything = brute_force(net, "lanes", lanes)
+    got = search_network(net, k, cost="lanes", lanes=lanes)
+    assert [c.cost for c in got] == pytest.approx(everything[:k], rel=1e-12)
+    for c in got:
+        assert c.cost == pytest.approx(path_cost(net, c.as_list(), "lanes", lanes), rel=1e-12)
+
+
+def test_lane_pad_by_hand():
+    """A rank-5 lane fills 5 of 8 lanes; a multiple of the lanes none; no free mode one of ``lanes``;
+    the best mode of several counts."""
+    assert lane_pad([5]) == 8 / 5 and lane_pad([6]) == 8 / 6 and lane_pad([20]) == 1.0
+    assert lane_pad([5, 16]) == 1.0 and lane_pad([5, 6]) == 8 / 6 and lane_pad([]) == 4.0
+    assert lane_pad([3], lanes=2) == 4 / 3
+    # X (b=16, k=4) x W (k, r=5): 320 MACs; M lane b (no padding), N lane r (8 / 5)
+    net = Network(phase="fp", target="Y", inputs=(Operand("X", ("b", "k")), Operand("W", ("k", "r"))),
+                  output=("b", "r"), sizes={"b": 16, "k": 4, "r": 5})
+    assert path_cost(net, [[0, 1]], "lanes") == 320 * 8 / 5 == search_network(net, cost="lanes")[0].cost
 
 
 def _oe_optimal_cost(net: Network) -> int:

@@ -65,6 +65,8 @@ class _Policy(NamedTuple):
     spill: bool = True
     #: every piece of a step chunked over a free mode in a run of its own (``Compiler.run_per_piece``)
     runs: bool = False
+    #: OS plans may write their result output-transposed (``Compiler.out_transposes``): tried on the winner of :func:`compile_layer`
+    transposes: bool = False
 
 
 def layer_networks(spec, phase: str, paths: Mapping | None = None) -> list[Network]:
@@ -104,7 +106,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
                   pieces: int | None = None, relayout: str = "auto", pieces_by: str | None = None,
                   views: bool | None = None, fuse: bool | str | None = None, k_split: bool = True,
                   stationary: bool | None = None, share: bool | None = None, dram: str = "rule",
-                  split: str | None = None, runs: bool | None = None) -> Program:
+                  split: str | None = None, runs: bool | None = None, transposes: bool | None = None) -> Program:
     """Compile ``phase`` (``fp``, ``bp``, ``wg``, ``train`` or ``backward``: :data:`TRAINS`) of ``spec``
     into a :class:`Program`.
 
@@ -129,9 +131,7 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     ``views``: read on-chip tensors through the distribution networks' transpose layers where that
     gives a step the lane it wants (:meth:`gen.compiler.planner.Planner.view`) instead of re-laying
     them out; ``None`` compiles without, and also with them when that program re-lays out through
-    the host, and keeps the fewer cycles end to end (they constrain the CE grid and the memory use
-    changes; compiling twice only where host re-layouts remain keeps every benchmark layer's compile
-    time under the 5 min of issue 14).
+    the host, and keeps the fewer cycles end to end (they constrain the CE grid and the memory use).
     ``fuse``: a chunked step runs its pieces through the later steps that keep the chunked mode
     (:meth:`gen.compiler.chunk.Chunking.chunked`); ``False`` chunks every step on its own;
     ``"nested"``: a fused piece that is cut again runs those steps on its own pieces too
@@ -143,7 +143,10 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     ``docs/compiler.md``).
     ``runs``: every chunk piece (with its fused steps) in a run of its own (``Compiler.run_per_piece``);
     ``False``: pieces share runs while they fit a half; ``None``: where some program chunks a step, also
-    the winner's options with a run per piece (:func:`_own_runs`), :func:`_best` keeping one.
+    the winner's options with a run per piece (:func:`_winner_with`), :func:`_best` keeping one.
+    ``transposes``: an OS step may write its result with the lane its consumer contracts (the reduction
+    network's transpose layer, ``Compiler.out_transposes``); ``None``: without, and where a step of the
+    winner could, its options once more with them (:func:`_winner_with`), :func:`_best` keeping one.
     ``k_split=False``: no step splits a contracted mode over the CE grid (the cross-CE sums of the
     reduction network unused: a capability set, :mod:`gen.compiler.capabilities`).
     ``stationary``: the planner may switch a step to a stationary dataflow (``WS`` / ``IS``, vertical or
@@ -163,8 +166,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
     by: ``"rule"`` (:meth:`Program.timeline`, the DRAM rule of :mod:`gen.design.timing`) or ``"dma"``
     (:func:`gen.compiler.dma.hardware_cycles`: the program lowered to runs that move their own data,
     the controller's own count).
-    ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``); measured
-    NOT to help (see ``docs/compiler.md``), so compact layouts stay the default."""
+    ``align=True`` rounds every layout's row strides (:meth:`Layout.make` ``align``): measured not to help
+    (``docs/compiler.md``)."""
     if pieces_by not in (None, "networks", "phase"):
         raise CompileError(f"must be 'networks' or 'phase', got {pieces_by!r}", field="pieces_by")
     if dram not in ("rule", "dma"):
@@ -173,39 +176,38 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
         raise CompileError(f"must be 'all' or 'even', got {split!r}", field="split")
     odd = split != "even"
     progs: list[Program] = []
+    given = dict(runs=runs is True, transposes=transposes is True)
     for v in ([views] if views is not None else [False, True]):
         if v and views is None and progs and not any(p.relayouts for p in progs):
             break
         for st in ([stationary] if stationary is not None else [True, False]):
             if not st and stationary is None and not any(_stationary(p) for p in progs):
                 break
-            # WG networks with and without shared intermediates (:func:`_share_wg`): fewer MACs need not
-            # be fewer cycles (kept intermediates take memory, layouts and DRAM reads of their own; the test
-            # layers' TTM wg: 398 cycles with one shared, 310 without)
+            # WG networks with and without shared intermediates (:func:`_share_wg`): fewer MACs need not be
+            # fewer cycles (kept ones take memory and DRAM reads: test layers' TTM wg 398 cycles shared, 310 not)
             for sh in ([share] if share is not None else [True, False] if reuse and phase in ("wg", *TRAINS)
                        else [True]):
                 progs += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
-                                   _Policy(relayout, k_split, st, share=sh, runs=runs is True), pieces_by, v, fuse,
-                                   odd)
+                                   _Policy(relayout, k_split, st, share=sh, **given), pieces_by, v, fuse, odd)
     search = phase in TRAINS and progs and pieces != 1 and pieces_by in (None, "phase") and views is not False
     searched = _piece_search(spec, phase, config, paths, reuse, align, pad, pieces,
-                             _Policy(relayout, k_split, stationary is not False, share=share is not False,
-                                     runs=runs is True), fuse,
-                             min(p.macs for p in progs), odd) if search and relayout != "host" else []
+                             _Policy(relayout, k_split, stationary is not False, share=share is not False, **given),
+                             fuse, min(p.macs for p in progs), odd) if search and relayout != "host" else []
     progs += searched
     if not progs:
         raise CompileError(f"the phase does not run in {pieces} batch pieces (the batch must divide into them, "
                            f"and each piece's steps fit the memories)", field="pieces")
-    # end to end: padding and batch pieces change the compute and the bytes moved (and so the stalls)
-    best = _best(progs, config, dram)
+    best = _best(progs, config, dram)     # end to end: padding and pieces change compute and bytes moved
     if split is None and _splits_odd(spec, phase, config):
         progs += _even_shaped(best.variant, spec, phase, config, paths, reuse, align, pad, pieces, relayout,
                               k_split, pieces_by, fuse)
         best = _best(progs, config, dram)
-    if runs is None and any(p.chunked_steps for p in progs):
-        progs += _own_runs(best.variant, spec, phase, config, paths, reuse, align, pad, pieces, relayout, k_split,
-                           pieces_by, fuse, split, odd)
-        best = _best(progs, config, dram)
+    for key, asked, can in (("runs", runs, lambda: any(p.chunked_steps for p in progs)),
+                            ("transposes", transposes, lambda: best.twin_sites)):
+        if asked is None and can():
+            progs += _winner_with(key, best.variant, spec, phase, config, paths, reuse, align, pad, pieces, relayout,
+                                  k_split, pieces_by, fuse, split, odd)
+            best = _best(progs, config, dram)
     if any(best is p for p in searched):
         return best         # the search has tried the retries' options below (lookaheads, re-layouts on chip)
     _retry(progs, _retry_runs(best, phase, relayout, k_split, stationary, views), best.variant, spec, phase, config,
@@ -223,23 +225,29 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
 
 def _winner_policy(v: Mapping, relayout: str, k_split) -> _Policy:
     """The policy :func:`compile_layer`'s winner of options ``v`` ran under, with the caller's
-    ``relayout`` and ``k_split`` (what :func:`_own_runs` and :func:`_even_shaped` vary from)."""
-    return _Policy(relayout, k_split, v["stationary"], share=v["share"], runs=v["runs"])
+    ``relayout`` and ``k_split`` (what :func:`_winner_with` and :func:`_even_shaped` vary from)."""
+    return _Policy(relayout, k_split, v["stationary"], share=v["share"], runs=v["runs"], transposes=v["transposes"])
 
 
-def _own_runs(v: Mapping, spec, phase, config, paths, reuse, align, pad, pieces, relayout, k_split, pieces_by, fuse,
-              split, odd) -> list[Program]:
-    """The options ``v`` of :func:`compile_layer`'s winner with every chunk piece in a run of its own
-    (``_Policy.runs``: its first compute after one piece's writes, the pieces alternating halves; an
-    operand not cut is written per piece): both splits of an odd high half, padded or not, fused or
-    not, every batch piece count (docs/compiler.md "Chunk pieces in runs of their own": UCF BT bp, UCF
-    TR-14 bp, ATIS dense wg; UCF BT wg keeps its shared runs)."""
+def _winner_with(key: str, v: Mapping, spec, phase, config, paths, reuse, align, pad, pieces, relayout, k_split,
+                 pieces_by, fuse, split, odd) -> list[Program]:
+    """The options ``v`` of :func:`compile_layer`'s winner with the :class:`_Policy` flag ``key`` on,
+    both splits of an odd high half, padded or not, fused or not, every batch piece count.
+
+    ``runs``: every chunk piece in a run of its own (its first compute after one piece's writes, the
+    pieces alternating halves; an operand not cut is written per piece: docs/compiler.md "Chunk pieces
+    in runs of their own": UCF BT bp, UCF TR-14 bp, ATIS dense wg; UCF BT wg keeps its shared runs).
+    ``transposes``: output-transposed results (:mod:`gen.compiler.transposed`), where the winner has a
+    step that could (``Program.twin_sites``): a twin's gain is its consumer's, which the planner's
+    step by step choice can lose over the layer (UCF TR-14 fp: 164,701 cycles with them, 161,975
+    without), and another split and piece count can make the most of it (UCF BT bp: 152,767 ->
+    118,112 cycles, the high halves of 20 whole, two pipelined pieces)."""
     out: list[Program] = []
     for o in [True, False] if split is None and _splits_odd(spec, phase, config) else [odd]:
         try:
             out += _variants(spec, phase, config, paths, reuse, align, pad, pieces,
-                             _winner_policy(v, relayout, k_split)._replace(runs=True), pieces_by, v["views"], fuse,
-                             odd=o)
+                             _winner_policy(v, relayout, k_split)._replace(**{key: True}), pieces_by, v["views"],
+                             fuse, odd=o)
         except CompileError:
             continue        # a piece's own run that does not fit: the shared runs stand
     return out
@@ -308,7 +316,9 @@ def _retry(progs: list, runs, v: Mapping, spec, phase, config, paths, reuse, ali
     for policy, vw in runs:
         try:
             progs += _variants(spec, phase, config, paths, reuse, align, _variant_shape(v), v["pieces"],
-                               policy._replace(share=v["share"], runs=v["runs"]), v["pieces_by"], vw, v["fuse"])
+                               policy._replace(share=v["share"], runs=v["runs"],
+                                               transposes=policy.transposes or v["transposes"]),
+                               v["pieces_by"], vw, v["fuse"])
         except CompileError:
             continue
 
@@ -361,7 +371,7 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
     for pd, fz, whole in wholes:
         whole.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=fz, views=views, pieces=1, pieces_by=None,
                              stationary=policy.stationary, share=policy.share, k_split=policy.k_split,
-                             spill=policy.spill, runs=policy.runs)
+                             spill=policy.spill, runs=policy.runs, transposes=policy.transposes)
         if pieces is None and progs and whole.timeline(config).compute_cycles > \
                 1.5 * min(p.timeline(config).cycles for p in progs):
             progs.append(whole)
@@ -502,7 +512,7 @@ def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy,
         prog.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=True if fuse is None else fuse, views=True,
                             pieces=P, pieces_by="phase",
                             stationary=pol.stationary, share=pol.share, k_split=pol.k_split, wg_first=wg_first,
-                            spill=pol.spill, runs=pol.runs)
+                            spill=pol.spill, runs=pol.runs, transposes=pol.transposes)
         out.append(prog)
     return out
 
@@ -547,7 +557,7 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views,
                     fuse=fuse is not False, fuse_nested=fuse == "nested",
                     k_split=bool(policy.k_split), stationary=policy.stationary, lookahead=policy.lookahead,
-                    defer=policy.defer, run_per_piece=policy.runs)
+                    defer=policy.defer, run_per_piece=policy.runs, out_transposes=policy.transposes)
     shape = _shape(pad)
     layer = _Layer(comp, config.lanes, shape)
     used_paths: dict[str, list[list[int]]] = {}

@@ -13,7 +13,8 @@ which no split mode may share: each plan is also tried with those blocks above t
 (a penalty in the plan's score).
 
 The stationary dataflows (:mod:`gen.compiler.stationary`, mixed into :class:`Planner`) read an
-on-chip operand whose lane is a contracted mode as it lies, where OS would need a re-layout.
+on-chip operand whose lane is a contracted mode as it lies, where OS would need a re-layout; an OS
+plan's output-transposed twin (:mod:`gen.compiler.transposed`) writes its result with such a lane.
 
 :class:`Planner` enumerates candidate plans with a cheap estimate (:meth:`Planner.candidates`),
 maps the most promising with :func:`gen.compiler.mapping.map_gemm_all`
@@ -34,19 +35,23 @@ from gen.compiler.plans import Candidate, NextInfo, Plan
 from gen.compiler.program import CompileError
 from gen.compiler.relayout import eye_layout, onchip_layout, onchip_obstacle, primed
 from gen.compiler.stationary import StationaryPlans
+from gen.compiler.transposed import TransposedPlans
 from gen.design.config import FettaConfig
 from gen.design.isa import Dataflow, Geometry, Transpose
 from gen.design.timing import dram_bytes_per_cycle, transfer_cycles
 from gen.workload.grouping import group_modes
 
 
-class Planner(StationaryPlans):
+class Planner(StationaryPlans, TransposedPlans):
     """Plans the steps of one compilation (``sizes`` and ``mem`` are the compiler's, shared)."""
 
     def __init__(self, config: FettaConfig, geo: Geometry, align: int, sizes: dict[str, int], mem: Memory,
                  dummy: Callable[[], str], relayout: str = "auto", views: bool = True, keep_lanes: bool = False,
-                 k_split: bool = True, stationary: bool = True, lookahead: int = 3):
+                 k_split: bool = True, stationary: bool = True, lookahead: int = 3,
+                 out_transposes: bool = True):
         self.config = config
+        #: OS plans may have output-transposed twins (off: ``stats["twin_sites"]`` counts them)
+        self.out_transposes = out_transposes
         #: plans of a step weighed with the best plan of its consumer (:meth:`best_plan`)
         self.lookahead = lookahead
         #: stationary dataflows may read an on-chip operand whose lane is a contracted mode
@@ -150,10 +155,13 @@ class Planner(StationaryPlans):
             yield gm_m, gn_m, gk_m, g
 
     def _penalty(self, X: Tensor, Y: Tensor, alpha, beta, keep: set[str], next_info: NextInfo | None,
-                 stationary: bool = False) -> int:
+                 stationary: bool = False, out_lane: str | None = None) -> int:
         """Re-layout cycles a plan implies: now (an on-chip operand with another lane) and later
         (the result's lane is contracted or shared in the consumer). A stationary plan reads X as it
-        is, and Y too when its lane is X's (``WS_H``)."""
+        is, and Y too when its lane is X's (``WS_H``). ``out_lane``: the result's lane is that mode,
+        not ``beta`` (:meth:`transposed_twins`); one the consumer contracts, ``lanes`` long, costs nothing
+        later: the consumer can stream it stationary as it lies (its own plans are scored by the
+        lookahead)."""
         penalty = 0
         for t, lane in ((X, alpha), (Y, beta)):
             if stationary and t.layout is not None and t.name in self.mem.onchip and t.layout.lane == alpha:
@@ -165,9 +173,13 @@ class Planner(StationaryPlans):
                 # a transpose through DRAM: read the image and write it back
                 nbytes = math.prod(self.sizes[m] for m in t.modes) * self.config.elem_bits // 8
                 penalty += 2 * transfer_cycles(nbytes, dram_bytes_per_cycle(self.config))
-        if next_info is not None and beta is not None:
+        lane = beta if out_lane is None else out_lane
+        if next_info is not None and lane is not None:
             other, nkeep = next_info[0], next_info[1]
-            if beta in other or beta not in nkeep:                    # re-layout later
+            if out_lane is not None and self.stationary and lane in other and lane not in nkeep \
+                    and self.sizes[lane] == self.L:
+                pass
+            elif lane in other or lane not in nkeep:                    # re-layout later
                 penalty += 4 * -(-math.prod(self.sizes[m] for m in keep) // (self.L * self.geo.banks))
         return penalty
 
@@ -293,18 +305,20 @@ class Planner(StationaryPlans):
         """The plan of a step: of the ``lookahead`` (default :attr:`lookahead`) fastest
         (:meth:`scored_plans`), the one whose cycles plus the best cycles of the consumer step
         reading its result (in the layout the plan gives it, the consumer's other operand as it is
-        now) are fewest."""
+        now) are fewest; the output-transposed plans (:meth:`transposed_twins`) only here, where their
+        gain, the consumer's, is weighed."""
         lookahead = self.lookahead if lookahead is None else lookahead
         scored = self.scored_plans(A, B, keep, next_info)
-        if not scored:
+        plain, twins = self.split_twins(scored)
+        if not plain:
             return None
         if next_info is None or lookahead <= 1:
-            return scored[0][1]
+            return plain[0][1]
         other_modes, nkeep, other = next_info
         if other is None or other.name in (A.name, B.name):
             other = Tensor("?other", tuple(sorted(other_modes)))
         best = None
-        for score, plan in scored[:lookahead]:
+        for score, plan in plain[:lookahead] + twins:
             t = Tensor("?out", tuple(plan.keep_modes))
             t.layout = plan.lo
             self.mem.onchip[t.name] = t
@@ -333,6 +347,8 @@ class Planner(StationaryPlans):
         scored = []
         seen = set()
         first = plans[:tries] + [p for p in plans if p[5:8] == (None, None, None)][:1]
+        if self.out_transposes:
+            first += [p for p in plans[tries:] if self.twin_wanted(p, next_info)][:2]
         best = math.inf
         for n, cand in enumerate(first + plans[tries:]):
             est, X, Y, alpha, beta, gm_m, gn_m, gk_m, penalty, mode = cand
@@ -381,6 +397,11 @@ class Planner(StationaryPlans):
                 scored.append((mappings[0].cycles + penalty, len(scored),
                                Plan(X, Y, alpha, beta, None if fixed_x else la, None if fixed_y else lb, lo,
                                     keep_modes, kmodes, mappings)))
+                for s_mode, lo_t, maps_t in self.transposed_twins(lo, beta, gm_m, gn_m, free, ks, alpha, tr, next_info):
+                    cost = maps_t[0].cycles + self._penalty(X, Y, alpha, beta, keep, next_info, out_lane=s_mode)
+                    scored.append((cost, len(scored), Plan(X, Y, alpha, beta, None if fixed_x else la,
+                                                           None if fixed_y else lb, lo_t, keep_modes, kmodes,
+                                                           maps_t)))
         scored.sort(key=lambda c: c[:2])
         return [(c[0], c[2]) for c in scored]
 

@@ -105,6 +105,9 @@ class Program:
     #: steps split into pieces (``Compiler.chunked``) and host slices written for them
     chunked_steps: int = 0
     chunk_slices: int = 0
+    #: OS steps compiled without output transposes (``Compiler.out_transposes`` off) that could have
+    #: written their result with the lane the consumer contracts (:mod:`gen.compiler.transposed`)
+    twin_sites: int = 0
     paths: dict[str, list[list[int]]] = field(default_factory=dict)
     reused: dict[str, list[str]] = field(default_factory=dict)
     #: host-store inputs: npz key -> modes

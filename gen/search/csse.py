@@ -53,10 +53,11 @@ from gen.workload.network import Network, path_macs, path_steps, phase_networks
 from gen.workload.network import greedy_path
 from gen.progress import progress
 
-#: stage-1 cost kinds: ``macs`` (INTERFACES section 3) or ``opt_einsum`` (its flop
+#: stage-1 cost kinds: ``macs`` (INTERFACES section 3), ``opt_einsum`` (its flop
 #: count: union size, doubled when the step sums over an index; used to check
-#: this search against ``opt_einsum.paths.optimal``)
-COSTS = ("macs", "opt_einsum")
+#: this search against ``opt_einsum.paths.optimal``) or ``lanes`` (the PE cycles of
+#: an output-stationary grid of ``lanes``-wide CEs, lane padding included: :func:`lane_pad`)
+COSTS = ("macs", "opt_einsum", "lanes")
 METRICS = ("flops", "latency", "energy", "edp")
 #: the exact search keeps arrays over all 2**n subsets
 MAX_NODES = 22
@@ -88,7 +89,7 @@ class Candidate:
 class _Tables:
     """Arrays over all ``2**n`` subsets: result modes (bit mask) and result size."""
 
-    def __init__(self, net: Network, cost: str):
+    def __init__(self, net: Network, cost: str, lanes: int = 4):
         n = len(net.inputs)
         if n > MAX_NODES:
             raise SearchError(f"{n} inputs; the exact search handles at most {MAX_NODES}", field="network")
@@ -111,6 +112,15 @@ class _Tables:
             for b in reversed(range(8)):
                 t = np.where(byte >> b & 1, t * self.mode_size[8 * j + b], t)
             self._tables.append(t)
+        # the lane padding of each mode (:func:`lane_pad`): its minimum over each byte of a mask
+        pad = np.array([_pad(net.sizes[m], lanes) for m in names] + [np.inf] * (64 - len(names)))
+        self._pads = []
+        for j in range(8):
+            t = np.full(256, np.inf)
+            for b in range(8):
+                t = np.where(byte >> b & 1, np.minimum(t, pad[8 * j + b]), t)
+            self._pads.append(t)
+        self.lanes = lanes
         in_masks = [sum(1 << bit[m] for m in set(op.modes) if m in bit) for op in net.inputs]
         out_mask = sum(1 << bit[m] for m in net.output if m in bit)
         N = 1 << n
@@ -149,7 +159,17 @@ class _Tables:
         if self.cost_kind == "opt_einsum":
             inner = (shared & ~self.tm[A | B]) != 0
             c = c * np.where(inner, 2.0, 1.0)
+        elif self.cost_kind == "lanes":
+            c = c * self.mpad(ta & ~tb) * self.mpad(tb & ~ta)
         return c
+
+    def mpad(self, mask: np.ndarray) -> np.ndarray:
+        """:func:`lane_pad` of the modes of each mask (``lanes`` for none)."""
+        out = np.full(mask.shape, np.inf)
+        for j in range(8):
+            part = (mask >> np.uint64(8 * j)) & np.uint64(255)
+            out = np.minimum(out, self._pads[j][part.astype(np.int64)])
+        return np.where(np.isfinite(out), out, float(self.lanes))
 
 
 def _splits(S: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -307,34 +327,54 @@ def tree_to_path(tree, n: int) -> list[list[int]]:
     return path
 
 
-def path_cost(net: Network, path: Sequence[Sequence[int]], cost: str = "macs") -> int:
-    """Stage-1 cost of a path in exact integers (``macs`` or ``opt_einsum`` flops)."""
+def _pad(size: int, lanes: int) -> float:
+    """Lanes a mode of ``size`` takes per useful one: ``ceil(size / lanes) * lanes / size``."""
+    return -(-size // lanes) * lanes / size
+
+
+def lane_pad(sizes: Sequence[int], lanes: int = 4) -> float:
+    """The lane padding of the best lane among modes of ``sizes``, ``lanes`` when there is none (one
+    useful lane of ``lanes``). A pairwise step output-stationary on ``lanes`` x ``lanes`` PEs takes
+    ``macs * lane_pad(free modes of A) * lane_pad(free modes of B)`` PE cycles at best: its M and N
+    lanes are a free mode of each operand, padded to a multiple of ``lanes`` (UCF TR-14's rank-5
+    lanes: 1.6). A mode larger than ``lanes`` counts as split (:func:`gen.compiler.layout.split_modes`
+    makes 20 a 5 x 4): only its padding to a multiple of ``lanes`` counts."""
+    return min((_pad(s, lanes) for s in sizes), default=float(lanes))
+
+
+def path_cost(net: Network, path: Sequence[Sequence[int]], cost: str = "macs", lanes: int = 4) -> float:
+    """Stage-1 cost of a path: exact integers for ``macs`` and ``opt_einsum`` flops; ``lanes``: every
+    step's MACs times the lane padding of its operands' free modes (:func:`lane_pad`)."""
     if cost == "macs":
         return path_macs(net, path)
     total = 0
     for s in path_steps(net, path):
-        union = set(s.lhs_modes) | set(s.rhs_modes)
-        total += s.macs * (2 if (set(s.lhs_modes) & set(s.rhs_modes)) - set(s.out_modes) else 1)
+        lhs, rhs = set(s.lhs_modes), set(s.rhs_modes)
+        if cost == "lanes":
+            total += s.macs * lane_pad([net.sizes[m] for m in lhs - rhs], lanes) \
+                * lane_pad([net.sizes[m] for m in rhs - lhs], lanes)
+        else:
+            total += s.macs * (2 if (lhs & rhs) - set(s.out_modes) else 1)
     return total
 
 
-def _greedy_cost(net: Network, cost: str) -> float:
-    return float(path_cost(net, greedy_path(net), cost))
+def _greedy_cost(net: Network, cost: str, lanes: int) -> float:
+    return float(path_cost(net, greedy_path(net), cost, lanes))
 
 
-def search_network(net: Network, top_k: int = 1, cost: str = "macs") -> list[Candidate]:
+def search_network(net: Network, top_k: int = 1, cost: str = "macs", lanes: int = 4) -> list[Candidate]:
     """Stage 1: the ``top_k`` cheapest distinct contraction trees of ``net``, cheapest first.
 
     Exact (see the module docstring). Fewer than ``top_k`` are returned only when the
-    network has fewer distinct trees.
+    network has fewer distinct trees. ``lanes``: the CE width of cost ``lanes``.
     """
     if top_k < 1:
         raise SearchError(f"must be >= 1, got {top_k}", field="top_k")
     n = len(net.inputs)
     if n == 1:
         return [Candidate((), 0, 0.0)]
-    tables = _Tables(net, cost)
-    cap = _greedy_cost(net, cost) * (1 + 1e-9)
+    tables = _Tables(net, cost, lanes)
+    cap = _greedy_cost(net, cost, lanes) * (1 + 1e-9)
     while True:
         best = _Solver(tables).run(cap)
         kb = _KBest(tables, best)
@@ -351,7 +391,8 @@ def search_network(net: Network, top_k: int = 1, cost: str = "macs") -> list[Can
     out = []
     for tree in found:
         path = tree_to_path(tree, n)
-        out.append(Candidate(tuple(tuple(p) for p in path), path_macs(net, path), float(path_cost(net, path, cost))))
+        out.append(Candidate(tuple(tuple(p) for p in path), path_macs(net, path),
+                             float(path_cost(net, path, cost, lanes))))
     return out
 
 
@@ -516,4 +557,4 @@ def training_aware(spec, top_k: int = 16, show_progress: bool = False) -> dict[s
 
 
 __all__ = ["COSTS", "METRICS", "Candidate", "SearchError", "search_network", "best_path",
-           "training_aware", "tree_to_path", "path_cost"]
+           "training_aware", "tree_to_path", "path_cost", "lane_pad"]
