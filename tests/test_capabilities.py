@@ -14,7 +14,7 @@ import pytest
 from gen.compiler.capabilities import ABLATIONS, ARCHS, PATHS, capabilities, named_paths
 from gen.compiler.program import CompileError
 from gen.design.config import FettaConfig
-from gen.design.isa import Opcode
+from gen.design.isa import Opcode, Transpose
 from gen.search.baselines import baseline_path
 from gen.toolflow.execute import execute
 from gen.workload.network import phase_networks
@@ -53,7 +53,9 @@ def test_capability_sets_emulator(name, phase):
     if not caps.k_split:
         assert all(ins.gk == 1 for ins in gemms)
     if caps.views is False:
-        assert all(ins.tr == 0 for ins in gemms)
+        assert not any(ins.tr & (Transpose.A | Transpose.B) for ins in gemms)
+    if caps.transposes is False:
+        assert not any(ins.tr & Transpose.O for ins in gemms)
     if caps.relayout == "host":
         assert prog.onchip_relayouts == 0
     if caps.stationary is False:

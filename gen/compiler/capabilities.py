@@ -17,6 +17,9 @@ A :class:`Capabilities` names, with the paper's section it comes from:
     a contracted mode may be split over CEs (the reduction network adds across CEs, FETTA V-B3).
 ``views``
     on-chip tensors may be read through the distribution networks' transpose layers (FETTA V-B2).
+``transposes``
+    results may be written through the reduction network's transpose layer with the lane their
+    consumer contracts (FETTA V-B3; :mod:`gen.compiler.transposed`; ``None``: where that is faster).
 ``stationary``
     the dataflow switch: a step may run weight- / input-stationary (vertical or horizontal IB loads)
     to read an operand whose lane is a contracted mode as it lies (FETTA II-C, Fig. 12); ``False``:
@@ -75,6 +78,7 @@ class Capabilities:
     array: str = "grid"
     k_split: bool = True
     views: bool | None = None
+    transposes: bool | None = None
     stationary: bool | None = None
     relayout: str = "auto"
     reuse: bool = True
@@ -100,7 +104,7 @@ class Capabilities:
         paths = paths if paths is not None else named_paths(spec, phase, self.path)
         return compile_layer(spec, phase, self.config(config), paths, reuse=self.reuse and self.path == "optimal",
                              pieces=self.pieces, relayout=self.relayout, views=self.views, k_split=self.k_split,
-                             stationary=self.stationary, dram=dram)
+                             stationary=self.stationary, transposes=self.transposes, dram=dram)
 
 
 def named_paths(spec, phase: str, name: str) -> dict[str, list[list[int]]] | None:
@@ -119,17 +123,18 @@ ARCHS: dict[str, Capabilities] = {c.name: c for c in (
     Capabilities("fetta", "FETTA: every capability of the engine (sections IV, V)"),
     Capabilities("sigma", "SIGMA: flexible distribution and reduction (Benes: 2x switching energy, V-B4), "
                  "no transposition: reorders through DRAM (Table I, III-B3, VII-D2)",
-                 views=False, relayout="host", stationary=False, dist_scale=2.0),
+                 views=False, transposes=False, relayout="host", stationary=False, dist_scale=2.0),
     Capabilities("treta", "TRETA: CE array, no flexible reduction (no cross-CE sums), no transposition: "
                  "reorders through DRAM (Table I, III-B3, VII-D3)",
-                 k_split=False, views=False, relayout="host", stationary=False, dist_scale=0.0, red_scale=0.0),
+                 k_split=False, views=False, transposes=False, relayout="host", stationary=False, dist_scale=0.0,
+                 red_scale=0.0),
     Capabilities("tpu", "TPU: one 16x16 systolic array, fixed dataflow, explicit transposes on the array "
                  "(III-B2, VII-C)",
-                 array="square", views=False, relayout="onchip", stationary=False, dist_scale=0.0,
-                 red_scale=0.0),
+                 array="square", views=False, transposes=False, relayout="onchip", stationary=False,
+                 dist_scale=0.0, red_scale=0.0),
     Capabilities("tpu-offchip", "TPU-offchip: as tpu, but tensors are reordered through DRAM (VII-D1)",
-                 array="square", views=False, relayout="host", stationary=False, dist_scale=0.0,
-                 red_scale=0.0),
+                 array="square", views=False, transposes=False, relayout="host", stationary=False,
+                 dist_scale=0.0, red_scale=0.0),
 )}
 
 #: what the engine cannot take away from an architecture (each gap favours it)
@@ -145,8 +150,8 @@ _FETTA = ARCHS["fetta"]
 ABLATIONS: dict[str, Capabilities] = {c.name: c for c in (
     replace(_FETTA, name="no-transpose-views", doc="no distribution-network transpose layers", views=False),
     replace(_FETTA, name="no-dataflow-switch", doc="output-stationary only: no per-step WS / IS", stationary=False),
-    replace(_FETTA, name="no-onchip-reorder", doc="no on-chip reordering (views, dataflow switch, identity GEMMs): "
-            "through DRAM", views=False, relayout="host", stationary=False),
+    replace(_FETTA, name="no-onchip-reorder", doc="no on-chip reordering (views, output transposes, dataflow switch, "
+            "identity GEMMs): through DRAM", views=False, transposes=False, relayout="host", stationary=False),
     replace(_FETTA, name="no-k-split", doc="no cross-CE sums in the reduction network", k_split=False),
     replace(_FETTA, name="no-training-aware", doc="WG without the saved FP / BP intermediates", reuse=False),
     replace(_FETTA, name="no-ping-pong", doc="the whole batch at once: no batch pieces overlapping DRAM",
