@@ -9,7 +9,9 @@ Modules, bottom to top:
 * :mod:`gen.compiler.mapping`  - one step's loop nest on the address generators and the CE grid
   (:func:`map_gemm_all`), bank checks, instructions at real addresses
 * :mod:`gen.compiler.allocate` - segments on the ping-pong halves, bump allocation, spills, rollback
-* :mod:`gen.compiler.planner`  - roles, lane modes, grid splits and mode orders of a step, scored
+* :mod:`gen.compiler.planner`  - roles, lane modes, grid splits and mode orders of a step, scored;
+  its stationary plans (:mod:`gen.compiler.stationary`) and output-transposed twins
+  (:mod:`gen.compiler.transposed`: results written with the lane their consumer contracts)
 * :mod:`gen.compiler.chunk`    - where to cut a step that does not fit one half, and the cutting
   (over free modes, or over contracted modes with partial sums in the accumulation unit)
 * :mod:`gen.compiler.relayout` - re-laying out a tensor on chip by an identity GEMM
