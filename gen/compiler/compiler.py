@@ -99,8 +99,7 @@ class Compiler(Chunking, Pinning):
         self.sizes: dict[str, int] = {}
         self.steps: list[StepRecord] = []
         self.stats = dict(relayouts=0, relayout_bytes=0, onchip_relayouts=0, dram_bytes=0, onchip_bytes=0,
-                          padded_macs=0, macs=0, chunked_steps=0, chunk_slices=0,
-                          twin_sites=0)
+                          padded_macs=0, macs=0, chunked_steps=0, chunk_slices=0, twin_sites=0)
         self.dummies = 0
         #: identities placed by on-chip re-layouts: name -> (modes, size); the host creates them
         self.eyes: dict[str, tuple[tuple[str, ...], int]] = {}
@@ -424,7 +423,8 @@ class Compiler(Chunking, Pinning):
                        onchip_relayouts=st["onchip_relayouts"],
                        dram_bytes=st["dram_bytes"],
                        onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"],
-                       chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"], twin_sites=st["twin_sites"],
+                       chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"],
+                       twin_sites=st["twin_sites"],
                        instr_tags=list(self.tags), carried=set(self.carried), deferred=set(self.deferred),
                        batch_dep=set(self.batch_dep), **kw)
 

@@ -65,7 +65,8 @@ class _Policy(NamedTuple):
     spill: bool = True
     #: every piece of a step chunked over a free mode in a run of its own (``Compiler.run_per_piece``)
     runs: bool = False
-    #: OS plans may write their result output-transposed (``Compiler.out_transposes``): tried on the winner of :func:`compile_layer`
+    #: OS plans may write their result output-transposed (``Compiler.out_transposes``; :func:`compile_layer`
+    #: tries them on its winner)
     transposes: bool = False
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from gen.compiler.allocate import Memory, Tensor
@@ -155,13 +156,10 @@ class Planner(StationaryPlans, TransposedPlans):
             yield gm_m, gn_m, gk_m, g
 
     def _penalty(self, X: Tensor, Y: Tensor, alpha, beta, keep: set[str], next_info: NextInfo | None,
-                 stationary: bool = False, out_lane: str | None = None) -> int:
+                 stationary: bool = False) -> int:
         """Re-layout cycles a plan implies: now (an on-chip operand with another lane) and later
         (the result's lane is contracted or shared in the consumer). A stationary plan reads X as it
-        is, and Y too when its lane is X's (``WS_H``). ``out_lane``: the result's lane is that mode,
-        not ``beta`` (:meth:`transposed_twins`); one the consumer contracts, ``lanes`` long, costs nothing
-        later: the consumer can stream it stationary as it lies (its own plans are scored by the
-        lookahead)."""
+        is, and Y too when its lane is X's (``WS_H``)."""
         penalty = 0
         for t, lane in ((X, alpha), (Y, beta)):
             if stationary and t.layout is not None and t.name in self.mem.onchip and t.layout.lane == alpha:
@@ -173,13 +171,9 @@ class Planner(StationaryPlans, TransposedPlans):
                 # a transpose through DRAM: read the image and write it back
                 nbytes = math.prod(self.sizes[m] for m in t.modes) * self.config.elem_bits // 8
                 penalty += 2 * transfer_cycles(nbytes, dram_bytes_per_cycle(self.config))
-        lane = beta if out_lane is None else out_lane
-        if next_info is not None and lane is not None:
+        if next_info is not None and beta is not None:
             other, nkeep = next_info[0], next_info[1]
-            if out_lane is not None and self.stationary and lane in other and lane not in nkeep \
-                    and self.sizes[lane] == self.L:
-                pass
-            elif lane in other or lane not in nkeep:                    # re-layout later
+            if beta in other or beta not in nkeep:                    # re-layout later
                 penalty += 4 * -(-math.prod(self.sizes[m] for m in keep) // (self.L * self.geo.banks))
         return penalty
 
@@ -394,14 +388,13 @@ class Planner(StationaryPlans, TransposedPlans):
                 except CompileError:
                     continue
                 best = min(best, mappings[0].cycles + penalty)
-                scored.append((mappings[0].cycles + penalty, len(scored),
-                               Plan(X, Y, alpha, beta, None if fixed_x else la, None if fixed_y else lb, lo,
-                                    keep_modes, kmodes, mappings)))
-                for s_mode, lo_t, maps_t in self.transposed_twins(lo, beta, gm_m, gn_m, free, ks, alpha, tr, next_info):
-                    cost = maps_t[0].cycles + self._penalty(X, Y, alpha, beta, keep, next_info, out_lane=s_mode)
-                    scored.append((cost, len(scored), Plan(X, Y, alpha, beta, None if fixed_x else la,
-                                                           None if fixed_y else lb, lo_t, keep_modes, kmodes,
-                                                           maps_t)))
+                plan = Plan(X, Y, alpha, beta, None if fixed_x else la, None if fixed_y else lb, lo, keep_modes,
+                            kmodes, mappings)
+                scored.append((mappings[0].cycles + penalty, len(scored), plan))
+                # a twin's lane is one its consumer contracts as it lies: no re-layout later
+                for lo_t, maps_t in self.transposed_twins(lo, beta, gm_m, gn_m, free, ks, alpha, tr, next_info):
+                    scored.append((maps_t[0].cycles + self._penalty(X, Y, alpha, beta, keep, None), len(scored),
+                                   replace(plan, lo=lo_t, mappings=maps_t)))
         scored.sort(key=lambda c: c[:2])
         return [(c[0], c[2]) for c in scored]
 

@@ -4,7 +4,8 @@ The reduction network's transpose layer (:class:`gen.design.isa.Transpose` ``O``
 same addresses, lane ``l`` of the result rows of ``lanes`` consecutive output groups into group
 ``l``'s row. When an output-stationary plan splits a mode ``s`` of exactly ``lanes`` over those
 groups, its result can be stored with ``s`` as the lane (and the plan's lane at ``s``'s row stride):
-a consumer contracting ``s`` then streams it stationary as it lies instead of having it re-laid out.
+a consumer contracting ``s`` then reads it as it lies (stationary, or with ``s`` split over CEs)
+instead of having it re-laid out.
 :class:`TransposedPlans` is mixed into :class:`gen.compiler.planner.Planner` (it uses the planner's
 sizes, geometry and cross-CE setting).
 """
@@ -28,7 +29,10 @@ class TransposedPlans:
         if not self.stationary or next_info is None or mode != Dataflow.OS or gk_m is not None or beta is None \
                 or self.sizes.get(beta) != self.L:
             return False
-        s = gn_m if gn_m is not None else gm_m
+        return self._consumer_lane(gn_m if gn_m is not None else gm_m, next_info)
+
+    def _consumer_lane(self, s: str | None, next_info: NextInfo) -> bool:
+        """Is ``s`` a ``lanes``-long mode the consumer contracts (a twin's lane)?"""
         return s is not None and self.sizes[s] == self.L and s in next_info[0] and s not in next_info[1]
 
     @staticmethod
@@ -45,14 +49,14 @@ class TransposedPlans:
 
     def transposed_twins(self, lo: Layout, beta: str, gm_m, gn_m, free, ks, alpha: str, tr: int,
                          next_info: NextInfo | None):
-        """The output-transposed twins of an OS plan with result layout ``lo``: ``(s, layout,
-        mappings)`` for a split mode ``s`` whose ``lanes`` values are the ``lanes`` consecutive
+        """The output-transposed twins of an OS plan with result layout ``lo``: ``(layout, mappings)``
+        for a split mode ``s`` whose ``lanes`` values are the ``lanes`` consecutive
         output groups (``gn_m`` over exactly ``lanes`` CEs, or ``gm_m`` with ``gn = 1``; ``gk = 1``):
         the reduction network's transpose layer (:class:`Transpose` ``O``) writes, at the same
         addresses, lane ``l`` of the groups' rows into group ``l``'s row, so the result holds ``s``
         as its lane and ``beta`` at ``s``'s row stride (both exactly ``lanes`` long). A consumer
-        that contracts ``s`` can then stream the result stationary as it lies (UCF BT bp's
-        ``K`` = 8 last step). Only for a mode ``s`` the consumer contracts (``next_info``), with the
+        that contracts ``s`` can then read the result as it lies (UCF BT bp's ``K`` = 8 last step,
+        ``s`` split over two CEs). Only for a mode ``s`` the consumer contracts (``next_info``), with the
         stationary dataflows on: the case that gains."""
         L, sizes = self.L, self.sizes
         if not self.stationary or next_info is None or lo.lane != beta or sizes.get(beta) != L or lo.below \
@@ -60,8 +64,7 @@ class TransposedPlans:
             return []
         out = []
         for s, on_n in ((gn_m, True), (gm_m, False)):
-            if s is None or sizes[s] != L or s not in lo.modes or lo.ext[lo.modes.index(s)] != L \
-                    or s not in next_info[0] or s in next_info[1]:
+            if not self._consumer_lane(s, next_info) or s not in lo.modes or lo.ext[lo.modes.index(s)] != L:
                 continue
             stride = lo.stride(s)
             try:
@@ -76,7 +79,7 @@ class TransposedPlans:
                 self.mem.stats["twin_sites"] += 1
             elif maps:
                 names = tuple(beta if m == s else s if m == beta else m for m in lo.modes)
-                out.append((s, Layout(names, lo.ext, lo.rstride, lo.rows, lo.lanes, lo.sext, lo.below), maps))
+                out.append((Layout(names, lo.ext, lo.rstride, lo.rows, lo.lanes, lo.sext, lo.below), maps))
         return out
 
 
