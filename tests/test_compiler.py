@@ -543,6 +543,23 @@ def test_deferred_steps_run_once(phase):
     assert prog.timeline(DEFAULT).compute_cycles < each.timeline(DEFAULT).compute_cycles
 
 
+#: three cores in a ring: with WG before BP, deferred WG steps re-lay out cores that BP reads after them
+TR3 = {"format": "tr", "in_modes": [4, 6, 4], "out_modes": [4, 6, 4], "ranks": 4, "batch": 16}
+
+
+def test_deferred_step_relays_out_a_core_for_every_piece():
+    """A batch-free tensor (a core) that a deferred step re-lays out on chip (WG before BP, every
+    re-layout on chip) is re-laid out with the batch-free steps (pieces 0 and 1, one per half), not
+    by the last piece only: the BP steps after it read the new layout in every piece (they read rows
+    no piece before the last had written: UCF HT train's 16 pieces under a penalty on stored padding)."""
+    spec = parse_spec(TR3)
+    prog = piece_program(spec, "train", DEFAULT, 2, _Policy(relayout="onchip", wg_first=True))
+    first_deferred = next(i for i, st in enumerate(prog.steps) if st.deferred)
+    late = [st for st in prog.steps[first_deferred:] if st.roles.startswith("re-layout") and st.batch_free]
+    assert late and not any(st.deferred for st in late)
+    check_layer(spec, "train", prog=prog)
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("sim", RTL_SIMS)
 def test_rtl_batch_pieces(sim):
