@@ -543,6 +543,22 @@ def test_deferred_steps_run_once(phase):
     assert prog.timeline(DEFAULT).compute_cycles < each.timeline(DEFAULT).compute_cycles
 
 
+def test_store_pad_weighs_a_results_padded_store():
+    """A network's last step may weigh the DRAM cycles of its result's lane padding
+    (``_Policy.store_pad``): the small dense fp's result (20 outputs) then goes out unpadded, fewer
+    bytes and cycles end to end; without it the program counts the padded store
+    (``Program.padded_stores``), and ``compile_layer`` retries its winner with it."""
+    spec = parse_spec(SPECS["dense"])
+    plain, weighed = (phases._compile_layer(spec, "fp", DEFAULT, None, True, False, phases._shape(False),
+                                            policy=_Policy(store_pad=sp)) for sp in (False, True))
+    assert plain.padded_stores == 1 and weighed.padded_stores == 0
+    assert weighed.dram_bytes < plain.dram_bytes
+    assert weighed.timeline(DEFAULT).cycles < plain.timeline(DEFAULT).cycles
+    check_layer(spec, "fp", prog=weighed)
+    best = compile_layer(spec, "fp", DEFAULT)
+    assert best.timeline(DEFAULT).cycles <= (1 + NEAR) * weighed.timeline(DEFAULT).cycles
+
+
 #: three cores in a ring: with WG before BP, deferred WG steps re-lay out cores that BP reads after them
 TR3 = {"format": "tr", "in_modes": [4, 6, 4], "out_modes": [4, 6, 4], "ranks": 4, "batch": 16}
 

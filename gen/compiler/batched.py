@@ -138,7 +138,7 @@ def pieced(piece: Program, P: int, batch: int, config: FettaConfig) -> Program |
                    relayout_causes=dict(causes),
                    paths=piece.paths, reused=piece.reused, input_modes=modes, input_pads=pads,
                    input_slices=slices, result_pieces=result_pieces, pieces=P, spill_trees=piece.spill_trees,
-                   twin_sites=piece.twin_sites,
+                   twin_sites=piece.twin_sites, padded_stores=piece.padded_stores,
                    carried={piece_name(n, P - 1) for n in piece.carried},
                    deferred={piece_name(n, P - 1) for n in piece.deferred})
 

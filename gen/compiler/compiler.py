@@ -51,7 +51,8 @@ class Compiler(Chunking, Pinning):
     def __init__(self, config: FettaConfig, align: bool = False, carry_rows: int = 0, relayout: str = "auto",
                  views: bool = True, keep_lanes: bool = False, fuse: bool = True, run_per_piece: bool = False,
                  k_split: bool = True, stationary: bool = True, lookahead: int = 3, defer: bool = True,
-                 fuse_nested: bool = False, piece_fraction: float = 0.9, out_transposes: bool = True):
+                 fuse_nested: bool = False, piece_fraction: float = 0.9, out_transposes: bool = True,
+                 store_pad: bool = False):
         check_accelerator(config)
         if relayout not in RELAYOUT_POLICIES:
             raise CompileError(f"must be one of {', '.join(RELAYOUT_POLICIES)}, got {relayout!r}", field="relayout")
@@ -99,7 +100,8 @@ class Compiler(Chunking, Pinning):
         self.sizes: dict[str, int] = {}
         self.steps: list[StepRecord] = []
         self.stats = dict(relayouts=0, relayout_bytes=0, onchip_relayouts=0, dram_bytes=0, onchip_bytes=0,
-                          padded_macs=0, macs=0, chunked_steps=0, chunk_slices=0, twin_sites=0)
+                          padded_macs=0, macs=0, chunked_steps=0, chunk_slices=0, twin_sites=0,
+                          padded_stores=0)
         self.dummies = 0
         #: identities placed by on-chip re-layouts: name -> (modes, size); the host creates them
         self.eyes: dict[str, tuple[tuple[str, ...], int]] = {}
@@ -109,7 +111,7 @@ class Compiler(Chunking, Pinning):
         self.mem = Memory(self.geo, self.elem_bytes, self.stats, self.host_ops)
         self.mem.protected = lambda t: not self.depends(t) or t.name in self.eyes
         self.planner = Planner(config, self.plan_geo, self.align, self.sizes, self.mem, self.dummy, relayout, views,
-                               keep_lanes, k_split, stationary, lookahead, out_transposes)
+                               keep_lanes, k_split, stationary, lookahead, out_transposes, store_pad)
 
     # --- names and extents --------------------------------------------------------------
     def dummy(self) -> str:
@@ -313,6 +315,8 @@ class Compiler(Chunking, Pinning):
         self.registry[out.name] = out
         if final:
             self.mem.ensure_on_host(out)
+            if lo.rows * self.L > math.prod(sizes[m] for m in plan.keep_modes):
+                self.stats["padded_stores"] += 1
         return out
 
     def _instrs(self, plan: Plan, addr: int):
@@ -427,7 +431,7 @@ class Compiler(Chunking, Pinning):
                        dram_bytes=st["dram_bytes"],
                        onchip_bytes=st["onchip_bytes"], padded_macs=st["padded_macs"],
                        chunked_steps=st["chunked_steps"], chunk_slices=st["chunk_slices"],
-                       twin_sites=st["twin_sites"],
+                       twin_sites=st["twin_sites"], padded_stores=st["padded_stores"],
                        instr_tags=list(self.tags), carried=set(self.carried), deferred=set(self.deferred),
                        batch_dep=set(self.batch_dep), **kw)
 

@@ -68,6 +68,9 @@ class _Policy(NamedTuple):
     #: OS plans may write their result output-transposed (``Compiler.out_transposes``; :func:`compile_layer`
     #: tries them on its winner)
     transposes: bool = False
+    #: a network's last step weighs its result's padded DRAM store (``Compiler.store_pad``; a retry of the
+    #: winner where it stores padding, :func:`_retry_runs`)
+    store_pad: bool = False
 
 
 def layer_networks(spec, phase: str, paths: Mapping | None = None) -> list[Network]:
@@ -227,7 +230,8 @@ def compile_layer(spec, phase: str, config: FettaConfig, paths: Mapping[str, Seq
 def _winner_policy(v: Mapping, relayout: str, k_split) -> _Policy:
     """The policy :func:`compile_layer`'s winner of options ``v`` ran under, with the caller's
     ``relayout`` and ``k_split`` (what :func:`_winner_with` and :func:`_even_shaped` vary from)."""
-    return _Policy(relayout, k_split, v["stationary"], share=v["share"], runs=v["runs"], transposes=v["transposes"])
+    return _Policy(relayout, k_split, v["stationary"], share=v["share"], runs=v["runs"], transposes=v["transposes"],
+                   store_pad=v["store_pad"])
 
 
 def _winner_with(key: str, v: Mapping, spec, phase, config, paths, reuse, align, pad, pieces, relayout, k_split,
@@ -287,6 +291,11 @@ def _retry_runs(best: Program, phase, relayout, k_split, stationary, views) -> l
         retries.append(_Policy(relayout, "wg", v["stationary"]))
     if relayout == "auto" and best.relayouts:
         retries += _onchip(k_split, stationary, v)
+    if best.padded_stores and not v["store_pad"]:
+        # a network's result stored with its lane padding: its last step weighing that store, whose DRAM
+        # time a DRAM-bound program does not hide (UCF BT train: 680,213 -> 655,797 cycles, dX's 5-long
+        # lane no longer padded to 8)
+        retries.append(_Policy(relayout, v["k_split"], v["stationary"], store_pad=True))
     if best.spill_trees:
         # every WG network along its MAC-optimal tree: a tree fastest alone can lose in the layer, where
         # its operands may be on chip already (a BT layer on a 16 KiB memory, tests/test_compiler.py)
@@ -318,7 +327,8 @@ def _retry(progs: list, runs, v: Mapping, spec, phase, config, paths, reuse, ali
         try:
             progs += _variants(spec, phase, config, paths, reuse, align, _variant_shape(v), v["pieces"],
                                policy._replace(share=v["share"], runs=v["runs"],
-                                               transposes=policy.transposes or v["transposes"]),
+                                               transposes=policy.transposes or v["transposes"],
+                                               store_pad=policy.store_pad or v["store_pad"]),
                                v["pieces_by"], vw, v["fuse"])
         except CompileError:
             continue
@@ -372,7 +382,8 @@ def _variants(spec, phase, config, paths, reuse, align, pad, pieces, policy, pie
     for pd, fz, whole in wholes:
         whole.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=fz, views=views, pieces=1, pieces_by=None,
                              stationary=policy.stationary, share=policy.share, k_split=policy.k_split,
-                             spill=policy.spill, runs=policy.runs, transposes=policy.transposes)
+                             spill=policy.spill, runs=policy.runs, transposes=policy.transposes,
+                             store_pad=policy.store_pad)
         if pieces is None and progs and whole.timeline(config).compute_cycles > \
                 1.5 * min(p.timeline(config).cycles for p in progs):
             progs.append(whole)
@@ -513,7 +524,7 @@ def _piece_search(spec, phase, config, paths, reuse, align, pad, pieces, policy,
         prog.variant = dict(pad=pd.pad, split=_SPLITS[pd.odd], fuse=True if fuse is None else fuse, views=True,
                             pieces=P, pieces_by="phase",
                             stationary=pol.stationary, share=pol.share, k_split=pol.k_split, wg_first=wg_first,
-                            spill=pol.spill, runs=pol.runs, transposes=pol.transposes)
+                            spill=pol.spill, runs=pol.runs, transposes=pol.transposes, store_pad=pol.store_pad)
         out.append(prog)
     return out
 
@@ -558,7 +569,8 @@ def _compile_layer(spec, phase, config, paths, reuse, align, pad, carry_rows: in
     comp = Compiler(config, align=align, carry_rows=carry_rows, relayout=policy.relayout, views=views,
                     fuse=fuse is not False, fuse_nested=fuse == "nested",
                     k_split=bool(policy.k_split), stationary=policy.stationary, lookahead=policy.lookahead,
-                    defer=policy.defer, run_per_piece=policy.runs, out_transposes=policy.transposes)
+                    defer=policy.defer, run_per_piece=policy.runs, out_transposes=policy.transposes,
+                    store_pad=policy.store_pad)
     shape = _shape(pad)
     layer = _Layer(comp, config.lanes, shape)
     used_paths: dict[str, list[list[int]]] = {}

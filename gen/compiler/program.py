@@ -108,6 +108,9 @@ class Program:
     #: OS steps compiled without output transposes (``Compiler.out_transposes`` off) that could have
     #: written their result with the lane the consumer contracts (:mod:`gen.compiler.transposed`)
     twin_sites: int = 0
+    #: network results stored with padding rows (a lane padded to a multiple of ``lanes``) by a planner
+    #: without ``store_pad`` (:meth:`gen.compiler.planner.Planner.pad_store_cycles`)
+    padded_stores: int = 0
     paths: dict[str, list[list[int]]] = field(default_factory=dict)
     reused: dict[str, list[str]] = field(default_factory=dict)
     #: host-store inputs: npz key -> modes
