@@ -245,14 +245,14 @@ class Compiler(Chunking, Pinning):
             self.eyes[eye.name] = (eye.modes, self.sizes[q])
         # a batch-free tensor re-laid out while deferring: later steps of every piece read the new
         # layout, so it is made with the batch-free steps (pieces 0 and 1), not by the last piece only
-        deferred = self._deferring and self.depends(t)
-        self._add(instrs, "free" if not self.depends(t) else "final" if deferred else "")
+        dep = self.depends(t)
+        deferred = self._deferring and dep
+        self._add(instrs, "final" if deferred else "" if dep else "free")
         self._traffic(instrs)
         self.stats["onchip_relayouts"] += 1
         self.steps.append(StepRecord(label, s_idx, t.layout.modes, eye.modes, got.modes, f"re-layout {t.name}",
                                      mp.grid, len(instrs), 0, mp.cycles, want.modes, gemm_dataflows(instrs),
-                                     gemm_transposes(instrs), batch_free=not self.depends(t),
-                                     deferred=deferred))
+                                     gemm_transposes(instrs), batch_free=not dep, deferred=deferred))
         t.layout, t.addr = want, addr
         self.mem.onchip[t.name] = t
         return None

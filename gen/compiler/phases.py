@@ -293,7 +293,7 @@ def _retry_runs(best: Program, phase, relayout, k_split, stationary, views) -> l
         retries += _onchip(k_split, stationary, v)
     if best.padded_stores and not v["store_pad"]:
         # a network's result stored with its lane padding: its last step weighing that store, whose DRAM
-        # time a DRAM-bound program does not hide (UCF BT train: 680,213 -> 655,797 cycles, dX's 5-long
+        # time a DRAM-bound program does not hide (UCF BT train: 680,213 -> 656,761 cycles, dX's 5-long
         # lane no longer padded to 8)
         retries.append(_Policy(relayout, v["k_split"], v["stationary"], store_pad=True))
     if best.spill_trees:

@@ -48,9 +48,9 @@ def pad_store_cycles(config: FettaConfig, sizes: dict[str, int], keep: set[str],
     are padded to a multiple of ``config.lanes``: what storing it moves beyond its elements, added to a
     network's last step's estimate with :attr:`Planner.store_pad` (UCF BT train: dX's 5-long lane padded
     to 8 stores 2.8 instead of 1.8 MiB; the faster plan's compute is hidden in a DRAM-bound program)."""
-    elems = math.prod(sizes[m] for m in keep)
-    padded = elems * math.prod(ceil_to(sizes[m], config.lanes) / sizes[m] for m in set(lanes) & keep)
-    extra = int(padded) - elems
+    padded = set(lanes) & keep
+    rest = math.prod(sizes[m] for m in keep - padded)
+    extra = rest * (math.prod(ceil_to(sizes[m], config.lanes) for m in padded) - math.prod(sizes[m] for m in padded))
     return transfer_cycles(extra * config.elem_bits // 8, dram_bytes_per_cycle(config)) if extra > 0 else 0
 
 
