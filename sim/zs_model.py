@@ -46,23 +46,46 @@ def schedule(eff: Sequence[Sequence[bool]], opts: Sequence[tuple[int, int]]):
     return sel, left, adv
 
 
-def run_stream(rows: Sequence[Sequence[bool]], opts: Sequence[tuple[int, int]], depth: int) -> int:
+def run_stream(rows: Sequence[Sequence[bool]], opts: Sequence[tuple[int, int]], depth: int,
+               refill: int | None = None) -> int:
     """Steps to multiply every effectual pair of ``rows`` (the dense schedule, one row per step)
-    through a ``depth``-row staging buffer that is refilled after every step with the rows that
-    follow (rows past the end are empty); a dense unit takes ``len(rows)``."""
+    through a ``depth``-row staging buffer; a dense unit takes ``len(rows)``.
+
+    ``refill``: rows the scratchpad writes into the buffer per step (seed 001: one write port per
+    buffer row, banked scratchpads). ``None``: the buffer starts full and is refilled with as many
+    rows as were drained. Else it starts empty and every step first writes up to ``refill`` rows
+    into its free slots, then schedules the rows written: ``refill = 1`` takes ``len(rows)`` steps
+    whatever the zeros (nothing to skip to). Rows past the end are empty."""
     n = len(rows)
     if n == 0:
         return 0
+    if refill is not None and refill < 1:
+        raise ValueError(f"refill must be >= 1 row per step, got {refill}")
     lanes = len(rows[0])
+    empty = [False] * lanes
 
     def row(j: int) -> list[bool]:
-        return list(rows[j]) if j < n else [False] * lanes
+        return list(rows[j]) if j < n else list(empty)
 
-    pos, steps = 0, 0
-    buf = [row(k) for k in range(depth)]
+    if refill is None:
+        pos, steps = 0, 0
+        buf = [row(k) for k in range(depth)]
+        while pos < n:
+            _, left, adv = schedule(buf, opts)
+            steps += 1
+            pos += adv
+            buf = left[adv:] + [row(pos + depth - adv + k) for k in range(adv)]
+        return steps
+    pos, steps, filled = 0, 0, 0            # filled: rows written beyond the head
+    buf = [list(empty) for _ in range(depth)]
     while pos < n:
+        for _ in range(min(refill, depth - filled, n - pos - filled)):
+            buf[filled] = row(pos + filled)
+            filled += 1
         _, left, adv = schedule(buf, opts)
+        adv = min(adv, filled)              # a row not written yet cannot drain
         steps += 1
         pos += adv
-        buf = left[adv:] + [row(pos + depth - adv + k) for k in range(adv)]
+        filled -= adv
+        buf = left[adv:] + [list(empty) for _ in range(adv)]
     return steps
