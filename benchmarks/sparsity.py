@@ -10,9 +10,10 @@ vectors per cycle); dense cycles are the passes' static count, which the emulato
 reproduce. Rows: random zeros in IA (the operand the rows scan), in IB, in both, and IA from a ReLU
 (``relu(X W)``, Gaussian ``X``, ``W``). Columns: the effectual MACs (both operands non-zero), the
 ideal speedup (effectual MACs only, capped by the buffer depth), and the projected speedup for
-buffer depths 4 (seed 001's) and 6, at refill 1 (today's distribution networks: one IA and one IB
-vector per CE per cycle), 2, and unlimited, with every CE in lock step (one ``GEMM`` drives them
-all), and with the CEs decoupled. Writes the table into ``docs/zero_skip.md`` and the plot
+buffer depths 4 (seed 001's), 6 and 8 (a row may take any slot), at refill 1 (today's distribution
+networks: one IA and one IB vector per CE per cycle), 2, 4 and unlimited, with every CE in lock step
+(one ``GEMM`` drives them all), and with the CEs decoupled; then the grids of the 16 CEs at the
+refill the unified memory allows. Writes the table into ``docs/zero_skip.md`` and the plot
 ``docs/img/zero_skip_projection.png``.
 """
 
@@ -34,8 +35,10 @@ PNG = HERE.parent / "docs" / "img" / "zero_skip_projection.png"
 BEGIN, END = "<!-- sparsity-benchmark:begin -->", "<!-- sparsity-benchmark:end -->"
 #: (column label, buffer depth, refill per cycle, which cycles)
 COLUMNS = [("D4 f1", 4, 1, "lockstep"), ("D4 f2", 4, 2, "lockstep"), ("D4 f-inf", 4, None, "lockstep"),
-           ("D6 f2", 6, 2, "lockstep"), ("D6 f3", 6, 3, "lockstep"), ("D6 f-inf", 6, None, "lockstep"),
-           ("D6 f-inf, CEs decoupled", 6, None, "decoupled")]
+           ("D6 f4", 6, 4, "lockstep"), ("D6 f-inf", 6, None, "lockstep"), ("D8 f4", 8, 4, "lockstep"),
+           ("D8 f-inf", 8, None, "lockstep"), ("D8 f-inf, CEs decoupled", 8, None, "decoupled")]
+#: buffer depth of the grid comparison
+GRID_DEPTH = 8
 ZEROS = (0.0, 0.5, 0.75, 0.9)
 #: grids of the 16 CEs compared at the refill the unified memory allows (``sim.zs_gemm.feed_limit``)
 GRIDS = ((1, 16, 1), (2, 8, 1), (4, 4, 1))
@@ -71,11 +74,11 @@ def measure(size, seed: int, advance=lambda n: None) -> list[dict]:
         A, B = operands(kind, zeros or 0.0, size, np.random.default_rng(seed))
         row = {"kind": kind, "zeros": zeros, "A zeros": float((A == 0).mean()), "B zeros": float((B == 0).mean())}
         for label, depth, refill, which in COLUMNS:
-            cfg = dataclasses.replace(base, zero_skip_depth=depth)
+            cfg = dataclasses.replace(base, zero_skip_depth=depth, zero_skip_lookahead=depth - 1)
             p = project_gemm(cfg, A, B, refill)
             row[label] = p.speedup(which)
             row.update(dense=p.dense, grid=p.grid, effectual=p.effectual / p.macs, ideal=p.ideal(4),
-                       ideal6=p.ideal(6))
+                       ideal8=p.ideal(8))
         rows.append(row)
         advance(1)
     return rows
@@ -83,11 +86,11 @@ def measure(size, seed: int, advance=lambda n: None) -> list[dict]:
 
 def measure_grids(size, seed: int, advance=lambda n: None) -> list[dict]:
     """Per grid of :data:`GRIDS`: dense cycles, the refill the memory allows, and the speedup at
-    depth 6 with that refill for 50 % and 90 % zeros in IA."""
+    depth :data:`GRID_DEPTH` with that refill for 50 % and 90 % zeros in IA."""
     from gen.design.config import FettaConfig
     from sim.zs_gemm import feed_limit, project_gemm
 
-    cfg = dataclasses.replace(FettaConfig(), zero_skip_depth=6)
+    cfg = dataclasses.replace(FettaConfig(), zero_skip_depth=GRID_DEPTH, zero_skip_lookahead=GRID_DEPTH - 1)
     out = []
     for grid in GRIDS:
         row = {"grid": grid, "refill": feed_limit(cfg, grid)}
@@ -102,19 +105,20 @@ def measure_grids(size, seed: int, advance=lambda n: None) -> list[dict]:
 
 def render(rows: list[dict], grids: list[dict], size, seed: int, seconds: float) -> str:
     M, N, K = size
-    head = ("| zeros in | zeros | effectual MACs | ideal D4 / D6 | " + " | ".join(c[0] for c in COLUMNS) + " |\n"
+    head = ("| zeros in | zeros | effectual MACs | ideal D4 / D8 | " + " | ".join(c[0] for c in COLUMNS) + " |\n"
             "|---|---:|---:|---:|" + "---:|" * len(COLUMNS))
     lines = [f"Projected speedup of zero skipping on the {M}x{K} @ {K}x{N} GEMM of the default design "
              f"(grid {rows[0]['grid']}, {rows[0]['dense']:,} dense cycles, the passes' static count), "
              f"`python -m benchmarks sparsity` (seed {seed}), {seconds:.0f} s on {platform.machine()}; "
-             f"D: staging-buffer depth (lookahead 3), f: vectors per cycle refilling it.", "", head]
+             f"D: staging-buffer depth (each row may take any of its D slots: lookahead D - 1), f: vectors "
+             f"per cycle refilling it; CEs in lock step unless said.", "", head]
     for r in rows:
         z = "ReLU" if r["kind"] == "relu" else f"{r['zeros']:.0%}"
         where = "IA (ReLU of X W)" if r["kind"] == "relu" else r["kind"]
-        lines.append(f"| {where} | {z} | {r['effectual']:.1%} | {r['ideal']:.2f}x / {r['ideal6']:.2f}x | "
+        lines.append(f"| {where} | {z} | {r['effectual']:.1%} | {r['ideal']:.2f}x / {r['ideal8']:.2f}x | "
                      + " | ".join(f"{r[c[0]]:.2f}x" for c in COLUMNS) + " |")
     lines += ["", "The same GEMM on other grids of the 16 CEs, at the refill the unified memory's two read "
-              "ports allow (`sim.zs_gemm.feed_limit`, bank conflicts aside), depth 6, CEs in lock step:", "",
+              f"ports allow (`sim.zs_gemm.feed_limit`, bank conflicts aside), depth {GRID_DEPTH}, CEs in lock step:", "",
               "| grid (gm, gn, gk) | dense cycles | distinct IA + IB vectors per k | refill allowed | "
               "50 % zeros in IA | 90 % zeros in IA |", "|---|---:|---:|---:|---:|---:|"]
     for g in grids:
@@ -133,7 +137,7 @@ def plot(rows: list[dict], png: Path) -> None:
     xs = [100 * r["zeros"] for r in ia]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(xs, [r["ideal"] for r in ia], "k--", label="ideal, depth 4")
-    ax.plot(xs, [r["ideal6"] for r in ia], "k:", label="ideal, depth 6")
+    ax.plot(xs, [r["ideal8"] for r in ia], "k:", label="ideal, depth 8")
     for label, *_ in COLUMNS[:-1]:
         ax.plot(xs, [r[label] for r in ia], marker="o", label=label)
     ax.axhline(1.7, color="grey", linewidth=0.6)

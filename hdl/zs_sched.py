@@ -38,13 +38,14 @@ __all__ = ["ZeroSkipScheduler", "zs_sched_from_config"]
 
 class ZeroSkipScheduler(wiring.Component):
     """Zero-skipping scheduler of a ``lanes``-wide unit with a ``depth``-row staging buffer
-    (module docstring)."""
+    (module docstring); ``lookaside=False``: lookahead options only (the PE rows of an
+    output-stationary CE, ``docs/zero_skip.md``)."""
 
-    def __init__(self, lanes: int = 4, depth: int = 4, lookahead: int = 3):
+    def __init__(self, lanes: int = 4, depth: int = 4, lookahead: int = 3, lookaside: bool = True):
         if lanes < 2 or depth < 2:
             raise ValueError(f"lanes and depth must be >= 2, got {lanes}, {depth}")
         self.lanes, self.depth, self.lookahead = lanes, depth, lookahead
-        self.options = options(lanes, depth, lookahead)
+        self.options = options(lanes, depth, lookahead, lookaside)
         super().__init__({"eff": In(depth * lanes), "sel": Out(range(len(self.options))).array(lanes),
                           "take": Out(lanes), "left": Out(depth * lanes), "advance": Out(range(depth + 1))})
 

@@ -8,8 +8,8 @@ The mapping is the tiler's: a pass is one OS ``GEMM`` over ``tiles`` output tile
 ``R * mb ..`` (``mb = l1 * gm + im``) and columns ``C * nb ..`` (``nb = l0 * gn + in``) over its
 ``Kc = Kp / gk`` values of ``k``. Per the integration rationale of ``docs/zero_skip.md``, each
 CE gets a ``zero_skip_depth``-deep staging buffer of (IA, IB) vectors, one per ``k``, and every PE
-row its own lookahead-only schedule (``options(1, depth, lookahead)``: no lookaside, the
-neighbouring column is another output) from its IA element, the rows sharing the buffer
+row its own lookahead-only schedule (``options(R, depth, lookahead, lookaside=False)``: a
+neighbouring row computes other outputs) from its IA element, the rows sharing the buffer
 (:func:`sim.zs_model.run_stream` with ``R`` lanes). A row's pair at ``k`` is *effectual* when its
 IA element ``A[m, k]`` is non-zero and the CE's IB vector ``B[k, C nb ..]`` is not all zero (the
 row takes the whole vector). Three bounds shape the cycles:
@@ -84,7 +84,7 @@ def project_gemm(config: FettaConfig, A: np.ndarray, B: np.ndarray, refill: int 
     if config.add_latency != 1:
         raise ValueError(f"the projection models add_latency = 1 only, got {config.add_latency}")
     R, C, D = config.ce_rows, config.ce_cols, config.zero_skip_depth
-    opts = options(1, D, config.zero_skip_lookahead)
+    opts = options(R, D, config.zero_skip_lookahead, lookaside=False)
     plan = plan_gemm(config, np.zeros(A.shape, np.float32), np.zeros(B.shape, np.float32), grid=grid)
     gm, gn, gk = plan.grid
     Kc = plan.Kp // gk

@@ -735,6 +735,32 @@ def test_memory_pins_hold_rows_across_segments():
     assert mem.pins == {0: [], 1: []} and mem.prefer == {}
 
 
+def test_memory_reservation_never_evicts_a_live_tensor():
+    """A result of a pinned piece's size may take the rows reserved for the next piece; while it
+    lives there, the next result of that size goes elsewhere instead of evicting it (it did when its
+    block was exactly the reservation: an operand of the running step lost its rows, UCF BT fp with
+    every intermediate pinned)."""
+    from gen.compiler.allocate import Memory, Tensor
+    from gen.design.isa import Geometry
+
+    geo = Geometry.of(FettaConfig(num_ces=4, net_ports=4, banks=4, unified_kb=4, accum_kb=2, imem_depth=16))
+    mem = Memory(geo, 2, {"dram_bytes": 0}, [])
+    lay = Layout.make(("i", "j"), {"i": 16, "j": 4}, geo.lanes)     # 16-row blocks
+    mem.place(Tensor("x", ("i", "j")), lay)                           # rows 0-15
+    p = Tensor("p0", ("i", "j"))
+    p.layout, p.addr = lay, mem.alloc(lay.rows)                       # rows 16-31
+    mem.onchip["p0"] = p
+    mem.pin(p, "i@0:16", 0, 16, more=1)                               # rows 32-47 reserved
+    q = Tensor("q", ("i", "j"))
+    q.layout, q.addr = lay, mem.alloc(lay.rows)
+    assert q.addr == 32                                               # the reservation, exactly
+    mem.onchip["q"] = q
+    mem.live = {"q"}
+    mem.begin_step()
+    assert mem.alloc(lay.rows) not in (None, 32)
+    assert mem.onchip["q"] is q and q.addr == 32
+
+
 def test_transposed_views_replace_relayouts():
     """A tensor on chip whose stride-1 row mode is the lane a step wants is read through the
     distribution network's transpose layer (``Planner.view``) instead of being re-laid out: fewer

@@ -223,7 +223,9 @@ class Memory:
         base = self.prefer[key][0] if reuse and key in self.prefer else None
         if base is not None:        # the next piece of a pinned tensor: its reserved rows
             own = (base, self.prefer[key][1] - base)
-            if any(a < base + rows and base < a + n for a, n in busy if (a, n) != own):
+            others = list(busy)
+            others.remove(own)      # the reservation itself, once: a block at the same rows stays busy
+            if any(a < base + rows and base < a + n for a, n in others):
                 base = None
         if base is None:
             base = self._find(rows, self.top, busy, reuse)
