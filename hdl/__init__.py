@@ -24,6 +24,7 @@ TOPS: dict[str, str] = {
     "dma": "hdl.dma:dma_from_config",
     "zs_sched": "hdl.zs_sched:zs_sched_from_config",
     "zs_unit": "hdl.zs_unit:zs_unit_from_config",
+    "zs_rows": "hdl.zs_rows:zs_rows_from_config",
     # synthesis-only (Table III): the accelerator minus the blocks above, and the accumulation unit
     "controller": "hdl.others:controller",
     "accum_unit": "hdl.others:accum_unit",

@@ -120,10 +120,17 @@ def test_config_fields():
     dut = zs_sched_from_config(FettaConfig())
     dut._MustUse__silence = True          # constructed to read its parameters
     assert (dut.lanes, dut.depth, dut.lookahead, dut.options) == (4, 4, 3, PAPER)
-    for field, value in (("zero_skip_depth", 1), ("zero_skip_depth", 9), ("zero_skip_lookahead", 0), ("zero_skip_lookahead", 4)):
+    for field, value in (("zero_skip_depth", 1), ("zero_skip_depth", 9), ("zero_skip_lookahead", 0),
+                         ("zero_skip_lookahead", 4), ("zero_skip_refill", 0), ("zero_skip_refill", 5)):
         with pytest.raises(ConfigError) as exc:
             FettaConfig(**{field: value})
         assert exc.value.field == field
+    from hdl.zs_rows import zs_rows_from_config
+
+    rows = zs_rows_from_config(FettaConfig(zero_skip_depth=8, zero_skip_lookahead=7, zero_skip_refill=4))
+    rows._MustUse__silence = rows._sched._MustUse__silence = True       # constructed to read its parameters
+    assert (rows.rows, rows.cols, rows.depth, rows.refill) == (4, 4, 8, 4)
+    assert rows.options == [(s, 0) for s in range(8)]
 
 
 def _unit_run(unit: ZeroSkipUnit, a_rows, b_rows):
@@ -287,3 +294,81 @@ def test_projection_bounds_and_goals():
         A, B = _operands(zeros, (128, 128, 256))
         p = project_gemm(deep, A, B, feed_limit(deep, (4, 4, 1)), grid=(4, 4, 1))
         assert p.grid == (4, 4, 1) and goal <= p.speedup() <= p.ideal(8), (zeros, p.speedup())
+
+
+# --- the OS CE's front end (hdl/zs_rows.py) -------------------------------------------------------
+
+def _rows_run(dut, a_rows, b_rows):
+    """Feed the stream ``a_rows`` [n][R], ``b_rows`` [n][C] through ``dut`` (as many pairs per cycle
+    as it takes); per row the ``(IA, IB vector)`` pairs it was given, in order, and the cycles."""
+    from hdl.zs_rows import ZeroSkipRows  # noqa: F401  (the type of ``dut``)
+
+    R, C, F = dut.rows, dut.cols, dut.refill
+    n = len(a_rows)
+    got = [[] for _ in range(R)]
+    cycles = [0]
+
+    async def tb(ctx):
+        fed = pos = 0
+        while pos < n:
+            cnt = min(F, n - fed)
+            ctx.set(dut.in_count, cnt)
+            for j in range(cnt):
+                for r in range(R):
+                    ctx.set(dut.in_a[j * R + r], a_rows[fed + j][r])
+                for c in range(C):
+                    ctx.set(dut.in_b[j * C + c], b_rows[fed + j][c])
+            for r in range(R):
+                if ctx.get(dut.pe_valid[r]):
+                    got[r].append((ctx.get(dut.pe_a[r]), [ctx.get(dut.pe_b[r * C + c]) for c in range(C)]))
+            fed += ctx.get(dut.in_take)
+            pos += ctx.get(dut.advance)
+            cycles[0] += 1
+            await ctx.tick()
+            assert cycles[0] <= 2 * n + 4, "no progress"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return got, cycles[0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(depth=st.integers(2, 8), data=st.data())
+def test_zs_rows_against_the_model(depth, data):
+    """Every PE row gets exactly its effectual pairs (IA element non-zero, IB vector not all zero),
+    in ascending k (the dense order: the same FP32 sum), with the right IB vector, in the cycles of
+    ``run_stream`` with the block's refill; dense streams take one cycle per k."""
+    from hdl.zs_rows import ZeroSkipRows
+
+    look = data.draw(st.integers(1, depth - 1))
+    refill = data.draw(st.integers(1, depth))
+    R, C = data.draw(st.sampled_from([(4, 4), (2, 4), (4, 2)]))
+    dut = ZeroSkipRows(R, C, depth, look, refill, width=16, fmt="int")
+    n = data.draw(st.integers(1, 24))
+    za, zb = data.draw(st.sampled_from([0.0, 0.5, 0.9, 1.0])), data.draw(st.sampled_from([0.0, 0.5, 0.9]))
+    rng = random.Random(data.draw(st.integers(0, 2 ** 16)))
+    a_rows = [[(k * R + r + 1) if rng.random() >= za else 0 for r in range(R)] for k in range(n)]
+    b_rows = [[rng.randrange(1, 1 << 16) if rng.random() >= zb else 0 for _ in range(C)] for k in range(n)]
+    got, cycles = _rows_run(dut, a_rows, b_rows)
+    for r in range(R):
+        want = [(a_rows[k][r], b_rows[k]) for k in range(n) if a_rows[k][r] and any(b_rows[k])]
+        assert got[r] == want, r
+    eff = [[bool(a_rows[k][r] and any(b_rows[k])) for r in range(R)] for k in range(n)]
+    assert cycles == run_stream(eff, dut.options, depth, refill)
+    if refill == 1:
+        assert cycles == n
+
+
+def test_zs_rows_bf16_zero_test():
+    """bf16: an IA element of +0, -0 or a subnormal is skipped; an IB vector counts as zero only when
+    all its elements are."""
+    from hdl.zs_rows import ZeroSkipRows
+
+    one, mzero, sub = 0x3F80, 0x8000, 0x0001
+    dut = ZeroSkipRows(2, 2, 2, 1, 1)
+    a_rows = [[one, mzero], [sub, one], [one, one]]
+    b_rows = [[one, 0], [one, one], [0, mzero]]
+    got, _ = _rows_run(dut, a_rows, b_rows)
+    assert got == [[(one, [one, 0])], [(one, [one, one])]]

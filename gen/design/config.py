@@ -120,6 +120,10 @@ class FettaConfig:
     zero_skip_depth: int = 4
     #: lookahead steps of the zero-skipping scheduler (1 .. zero_skip_depth - 1; seed 001: 3)
     zero_skip_lookahead: int = 3
+    #: (IA, IB) vector pairs per cycle refilling an OS CE's staging buffer (``hdl/zs_rows.py``;
+    #: 1 .. zero_skip_depth; 1: what today's distribution networks give a CE, which leaves zero
+    #: skipping no speedup, docs/zero_skip.md)
+    zero_skip_refill: int = 1
 
     # -----------------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -171,7 +175,8 @@ class FettaConfig:
         for name, low, top in (("mul_latency", 1, MAX_MUL_LATENCY), ("add_latency", 1, MAX_ADD_LATENCY),
                                ("dma_burst", 1, 256), ("dma_outstanding", 1, 16), ("dram_latency", 1, 256),
                                ("zero_skip_depth", 2, 8),
-                               ("zero_skip_lookahead", 1, max(1, zs_top))):
+                               ("zero_skip_lookahead", 1, max(1, zs_top)),
+                               ("zero_skip_refill", 1, max(1, zs_top + 1))):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
                 raise ConfigError(f"must be an integer between {low} and {top}, got {value!r}", field=name)
