@@ -13,8 +13,9 @@ ideal speedup (effectual MACs only, capped by the buffer depth), and the project
 buffer depths 4 (seed 001's), 6 and 8 (a row may take any slot), at refill 1 (today's distribution
 networks: one IA and one IB vector per CE per cycle), 2, 4 and unlimited, with every CE in lock step
 (one ``GEMM`` drives them all), and with the CEs decoupled; then the grids of the 16 CEs at the
-refill the unified memory allows. Writes the table into ``docs/zero_skip.md`` and the plot
-``docs/img/zero_skip_projection.png``.
+refill the unified memory allows; then the area of the front end that exists as a block
+(``hdl/zs_rows.py``, ``fetta synth``) against the CE's. Writes the tables into ``docs/zero_skip.md``
+and the plot ``docs/img/zero_skip_projection.png``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ COLUMNS = [("D4 f1", 4, 1, "lockstep"), ("D4 f2", 4, 2, "lockstep"), ("D4 f-inf"
            ("D8 f-inf", 8, None, "lockstep"), ("D8 f-inf, CEs decoupled", 8, None, "decoupled")]
 #: buffer depth of the grid comparison
 GRID_DEPTH = 8
+#: front-end settings whose area is measured: (depth, lookahead, refill)
+AREAS = ((4, 3, 1), (8, 7, 1), (8, 7, 4))
 ZEROS = (0.0, 0.5, 0.75, 0.9)
 #: grids of the 16 CEs compared at the refill the unified memory allows (``sim.zs_gemm.feed_limit``)
 GRIDS = ((1, 16, 1), (2, 8, 1), (4, 4, 1))
@@ -103,7 +106,35 @@ def measure_grids(size, seed: int, advance=lambda n: None) -> list[dict]:
     return out
 
 
-def render(rows: list[dict], grids: list[dict], size, seed: int, seconds: float) -> str:
+def measure_area(advance=lambda n: None) -> dict:
+    """``fetta synth --top`` of the CE and of the OS front end (``hdl/zs_rows.py``) at :data:`AREAS`."""
+    from gen.design.config import FettaConfig
+    from gen.toolflow.synth import synth_block
+
+    base = FettaConfig()
+    out = {"ce": synth_block("ce", base)}
+    advance(1)
+    for depth, look, refill in AREAS:
+        cfg = dataclasses.replace(base, zero_skip_depth=depth, zero_skip_lookahead=look, zero_skip_refill=refill)
+        out[(depth, look, refill)] = synth_block("zs_rows", cfg)
+        advance(1)
+    return out
+
+
+def render_area(area: dict) -> list[str]:
+    ce = area["ce"]
+    lines = ["", f"Area of the OS front end (`fetta synth --top zs_rows`, Yosys {ce.yosys}) against the CE's "
+             f"({ce.area_ge:,.0f} GE, {ce.flip_flops:,} flip-flops, `fetta synth --top ce`); goal: at most 10 % of the CE:",
+             "", "| depth | lookahead | pairs per cycle | cells | flip-flops | area (GE) | of the CE |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for depth, look, refill in AREAS:
+        r = area[(depth, look, refill)]
+        lines.append(f"| {depth} | {look} | {refill} | {r.cells:,} | {r.flip_flops:,} | {r.area_ge:,.0f} | "
+                     f"{r.area_ge / ce.area_ge:.1%} |")
+    return lines
+
+
+def render(rows: list[dict], grids: list[dict], area: dict, size, seed: int, seconds: float) -> str:
     M, N, K = size
     head = ("| zeros in | zeros | effectual MACs | ideal D4 / D8 | " + " | ".join(c[0] for c in COLUMNS) + " |\n"
             "|---|---:|---:|---:|" + "---:|" * len(COLUMNS))
@@ -125,7 +156,7 @@ def render(rows: list[dict], grids: list[dict], size, seed: int, seconds: float)
         gm, gn, gk = g["grid"]
         lines.append(f"| {g['grid']} | {g['dense']:,} | {gm * gk} + {gn * gk} | {g['refill']} | "
                      f"{g[0.5]:.2f}x | {g[0.9]:.2f}x |")
-    return "\n".join(lines)
+    return "\n".join(lines + render_area(area))
 
 
 def plot(rows: list[dict], png: Path) -> None:
@@ -161,11 +192,12 @@ def main(argv=None) -> int:
     p.add_argument("--no-docs", action="store_true", help="print the table only")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    with progress(len(cases()) + len(GRIDS), "sparsity", True) as advance:
+    with progress(len(cases()) + len(GRIDS) + 1 + len(AREAS), "sparsity", True) as advance:
         rows = measure(tuple(args.size), args.seed, advance)
         grids = measure_grids(tuple(args.size), args.seed, advance)
-    publish(render(rows, grids, args.size, args.seed, time.perf_counter() - t0), args.no_docs, DOC, BEGIN, END,
-            "Zero skipping")
+        area = measure_area(advance)
+    publish(render(rows, grids, area, args.size, args.seed, time.perf_counter() - t0), args.no_docs, DOC, BEGIN,
+            END, "Zero skipping")
     if not args.no_docs:
         plot(rows, PNG)
     return 0

@@ -82,5 +82,6 @@ class ZeroSkipScheduler(wiring.Component):
 
 def zs_sched_from_config(config) -> ZeroSkipScheduler:
     """The scheduler of ``config``: ``ce_cols`` lanes (a CE row's width), ``zero_skip_depth`` rows,
-    ``zero_skip_lookahead`` steps of lookahead."""
-    return ZeroSkipScheduler(lanes=config.ce_cols, depth=config.zero_skip_depth, lookahead=config.zero_skip_lookahead)
+    ``zero_skip_lookahead`` steps of lookahead, lookaside where ``zero_skip_lookaside``."""
+    return ZeroSkipScheduler(lanes=config.ce_cols, depth=config.zero_skip_depth, lookahead=config.zero_skip_lookahead,
+                             lookaside=config.zero_skip_lookaside)

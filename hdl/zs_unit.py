@@ -41,13 +41,14 @@ __all__ = ["ZeroSkipUnit", "zs_unit_from_config"]
 class ZeroSkipUnit(wiring.Component):
     """Zero-skipping front end of ``lanes`` multipliers (module docstring)."""
 
-    def __init__(self, lanes: int = 4, depth: int = 4, lookahead: int = 3, width: int = 16, fmt: str = "bf16"):
+    def __init__(self, lanes: int = 4, depth: int = 4, lookahead: int = 3, width: int = 16, fmt: str = "bf16",
+                 lookaside: bool = True):
         if fmt not in ("bf16", "int"):
             raise ValueError(f"fmt must be 'bf16' or 'int', got {fmt!r}")
         if fmt == "bf16" and width != 16:
             raise ValueError(f"bf16 operands are 16 bits, got width {width}")
         self.lanes, self.depth, self.width, self.fmt = lanes, depth, width, fmt
-        self._sched = ZeroSkipScheduler(lanes, depth, lookahead)
+        self._sched = ZeroSkipScheduler(lanes, depth, lookahead, lookaside)
         n = depth * lanes
         super().__init__({"win_a": In(width).array(n), "win_b": In(width).array(n), "win_valid": In(depth),
                           "mul_a": Out(width).array(lanes), "mul_b": Out(width).array(lanes),
@@ -87,8 +88,8 @@ class ZeroSkipUnit(wiring.Component):
 
 
 def zs_unit_from_config(config) -> ZeroSkipUnit:
-    """The unit of ``config``: ``ce_cols`` lanes, ``zero_skip_depth`` rows, ``zero_skip_lookahead``, operands of
-    the datatype (bf16, or ``int_width``-bit integers)."""
+    """The unit of ``config``: ``ce_cols`` lanes, ``zero_skip_depth`` rows, ``zero_skip_lookahead``,
+    ``zero_skip_lookaside``, operands of the datatype (bf16, or ``int_width``-bit integers)."""
     bf16 = config.datatype == "bf16"
     return ZeroSkipUnit(lanes=config.ce_cols, depth=config.zero_skip_depth, lookahead=config.zero_skip_lookahead,
-                        width=config.elem_bits, fmt="bf16" if bf16 else "int")
+                        width=config.elem_bits, fmt="bf16" if bf16 else "int", lookaside=config.zero_skip_lookaside)

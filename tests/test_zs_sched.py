@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gen.design.config import FettaConfig
+from gen.design.config import FettaConfig, load_config
 from gen.errors import ConfigError
 from hdl.zs_sched import ZeroSkipScheduler, zs_sched_from_config
 from hdl.zs_unit import ZeroSkipUnit
@@ -131,6 +131,13 @@ def test_config_fields():
     rows._MustUse__silence = rows._sched._MustUse__silence = True       # constructed to read its parameters
     assert (rows.rows, rows.cols, rows.depth, rows.refill) == (4, 4, 8, 4)
     assert rows.options == [(s, 0) for s in range(8)]
+    off = load_config(None, ["zero_skip_lookaside=false"])
+    sched = zs_sched_from_config(off)
+    sched._MustUse__silence = True
+    assert off.zero_skip_lookaside is False and sched.options == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    with pytest.raises(ConfigError) as exc:
+        load_config(None, ["zero_skip_lookaside=sometimes"])
+    assert exc.value.field == "zero_skip_lookaside"
 
 
 def _unit_run(unit: ZeroSkipUnit, a_rows, b_rows):

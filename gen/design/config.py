@@ -120,6 +120,10 @@ class FettaConfig:
     zero_skip_depth: int = 4
     #: lookahead steps of the zero-skipping scheduler (1 .. zero_skip_depth - 1; seed 001: 3)
     zero_skip_lookahead: int = 3
+    #: the scheduler's lookaside options (a lane taking its neighbour's pair; seed 001 Fig. 5) in the
+    #: scheduler block and the lane group; an OS CE's front end never looks aside (a neighbouring PE
+    #: row computes other outputs)
+    zero_skip_lookaside: bool = True
     #: (IA, IB) vector pairs per cycle refilling an OS CE's staging buffer (``hdl/zs_rows.py``;
     #: 1 .. zero_skip_depth; 1: what today's distribution networks give a CE, which leaves zero
     #: skipping no speedup, docs/zero_skip.md)
