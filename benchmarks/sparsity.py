@@ -75,13 +75,12 @@ def measure(size, seed: int, advance=lambda n: None) -> list[dict]:
     rows = []
     for kind, zeros in cases():
         A, B = operands(kind, zeros or 0.0, size, np.random.default_rng(seed))
-        row = {"kind": kind, "zeros": zeros, "A zeros": float((A == 0).mean()), "B zeros": float((B == 0).mean())}
+        row = {"kind": kind, "zeros": zeros}
         for label, depth, refill, which in COLUMNS:
             cfg = dataclasses.replace(base, zero_skip_depth=depth, zero_skip_lookahead=depth - 1)
             p = project_gemm(cfg, A, B, refill)
             row[label] = p.speedup(which)
-            row.update(dense=p.dense, grid=p.grid, effectual=p.effectual / p.macs, ideal=p.ideal(4),
-                       ideal8=p.ideal(8))
+        row.update(dense=p.dense, grid=p.grid, effectual=p.effectual / p.macs, ideal=p.ideal(4), ideal8=p.ideal(8))
         rows.append(row)
         advance(1)
     return rows

@@ -40,6 +40,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.zs_sched import ZeroSkipScheduler
+from hdl.zs_unit import nonzero
 
 __all__ = ["ZeroSkipRows", "zs_rows_from_config"]
 
@@ -63,10 +64,6 @@ class ZeroSkipRows(wiring.Component):
                           "in_count": In(range(F + 1)), "in_take": Out(range(F + 1)),
                           "pe_a": Out(width).array(R), "pe_b": Out(width).array(R * C), "pe_valid": Out(R),
                           "advance": Out(range(depth + 1)), "filled": Out(range(depth + 1))})
-
-    def _nonzero(self, x):
-        """bf16: the exponent field is not 0; int: any bit set."""
-        return x[7:15].any() if self.fmt == "bf16" else x.any()
 
     def elaborate(self, platform):
         m = Module()
@@ -94,9 +91,9 @@ class ZeroSkipRows(wiring.Component):
         eff = Signal(D * R, name="eff")
         for s in range(D):
             any_b = Signal(name=f"b_nonzero{s}")
-            m.d.comb += any_b.eq(sum(self._nonzero(b).as_unsigned() for b in win_b[s]) != 0)
+            m.d.comb += any_b.eq(sum(nonzero(b, self.fmt).as_unsigned() for b in win_b[s]) != 0)
             for r in range(R):
-                m.d.comb += eff[s * R + r].eq(valid[s] & any_b & self._nonzero(win_a[s][r]) & ~done[s * R + r])
+                m.d.comb += eff[s * R + r].eq(valid[s] & any_b & nonzero(win_a[s][r], self.fmt) & ~done[s * R + r])
         m.d.comb += sched.eff.eq(eff)
         for r in range(R):                          # option k is slot k (lookahead only)
             a, bs = win_a[0][r], list(win_b[0])

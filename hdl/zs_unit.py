@@ -35,7 +35,13 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.zs_sched import ZeroSkipScheduler
 
-__all__ = ["ZeroSkipUnit", "zs_unit_from_config"]
+__all__ = ["ZeroSkipUnit", "zs_unit_from_config", "nonzero"]
+
+
+def nonzero(x, fmt: str):
+    """Is operand ``x`` non-zero for the multiplier: bf16, its exponent field is not 0 (zeros and
+    the subnormals the multiplier flushes to zero give a zero product); int, any bit set."""
+    return x[7:15].any() if fmt == "bf16" else x.any()
 
 
 class ZeroSkipUnit(wiring.Component):
@@ -54,11 +60,6 @@ class ZeroSkipUnit(wiring.Component):
                           "mul_a": Out(width).array(lanes), "mul_b": Out(width).array(lanes),
                           "mul_valid": Out(lanes), "advance": Out(range(depth + 1))})
 
-    def _nonzero(self, x):
-        """bf16: the exponent field is not 0 (zeros and the subnormals the multiplier flushes to zero
-        give a zero product); int: any bit set."""
-        return x[7:15].any() if self.fmt == "bf16" else x.any()
-
     def elaborate(self, platform):
         m = Module()
         L, D = self.lanes, self.depth
@@ -68,7 +69,7 @@ class ZeroSkipUnit(wiring.Component):
         for s in range(D):
             for lane in range(L):
                 k = s * L + lane
-                m.d.comb += eff[k].eq(self.win_valid[s] & self._nonzero(self.win_a[k]) & self._nonzero(self.win_b[k])
+                m.d.comb += eff[k].eq(self.win_valid[s] & nonzero(self.win_a[k], self.fmt) & nonzero(self.win_b[k], self.fmt)
                                       & ~taken[k])
         m.d.comb += sched.eff.eq(eff)
         for i in range(L):

@@ -36,6 +36,7 @@ import numpy as np
 
 from gen.compiler.gemm import plan_gemm
 from gen.design.config import FettaConfig
+from gen.design.isa import Geometry, gemm_latency, os_gemm_cycles
 from gen.design.timing import program_cycles
 from sim.zs_model import options, run_stream
 
@@ -86,6 +87,7 @@ def project_gemm(config: FettaConfig, A: np.ndarray, B: np.ndarray, refill: int 
     R, C, D = config.ce_rows, config.ce_cols, config.zero_skip_depth
     opts = options(R, D, config.zero_skip_lookahead, lookaside=False)
     plan = plan_gemm(config, np.zeros(A.shape, np.float32), np.zeros(B.shape, np.float32), grid=grid)
+    geo = Geometry.of(config)
     gm, gn, gk = plan.grid
     Kc = plan.Kp // gk
     Ap = np.zeros((-(-A.shape[0] // plan.passes[0].Mc) * plan.passes[0].Mc, plan.Kp), bool)
@@ -115,7 +117,7 @@ def project_gemm(config: FettaConfig, A: np.ndarray, B: np.ndarray, refill: int 
                 per_ce[im, in_, ik] += cyc
                 worst = max(worst, cyc)
             span += worst
-        dense_tiles = (tiles - 1) * max(Kc, R) + Kc
+        dense_tiles = os_gemm_cycles(Kc, tiles, geo) - gemm_latency(geo)   # the tiles' issue, dense
         cycles = program_cycles(p.words, config)
         dense += cycles
         lock += cycles - dense_tiles + span
